@@ -1,0 +1,114 @@
+// The flyops:: operator namespace: controls callable from Python (torch.ops.flyops.*), so the
+// binding needs no Python extension module and loads under any Python version. Also the
+// explain ops, which run a routing decision on tensors of any device for a described GPU.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <sstream>
+
+#include "controls.h"
+#include "flyops/rms_norm.h"
+#include "registration.h"
+#include "rms_norm_binding.h"
+#include "route_log.h"
+
+#ifndef FLYOPS_BUILD_TORCH_VERSION
+#define FLYOPS_BUILD_TORCH_VERSION "unknown"
+#endif
+#ifndef FLYOPS_VERSION
+#define FLYOPS_VERSION "0.0.0"
+#endif
+
+namespace flyops::binding {
+namespace {
+
+uint64_t mask_of(const std::string& ops) {
+  if (ops.empty()) return ~uint64_t{0};
+  uint64_t mask = 0;
+  std::stringstream ss(ops);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    const int i = op_index(name);
+    TORCH_CHECK(i >= 0, "flyops: unknown op '", name, "'");
+    mask |= uint64_t{1} << i;
+  }
+  return mask;
+}
+
+Op op_of(const std::string& name) {
+  const int i = op_index(name);
+  TORCH_CHECK(i >= 0, "flyops: unknown op '", name, "'");
+  return static_cast<Op>(i);
+}
+
+std::string decision_text(bool ours, const std::string& kernel, const char* reason) {
+  return ours ? kernel : std::string("stock (") + reason + ")";
+}
+
+std::string route_rms_norm(const at::Tensor& input, at::IntArrayRef ns,
+                           const std::optional<at::Tensor>& weight, std::optional<double> eps,
+                           int64_t cc_major, int64_t cc_minor, int64_t sms) {
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+  const FwdDecision d = decide_fwd(input, ns, weight, eps, dev);
+  const std::string text = decision_text(d.plan.flyops(), fwd_kernel_name(d), d.plan.reason);
+  if (log_level() > 0) log_line("rms_norm " + describe_fwd(input, weight, eps) + " -> " + text);
+  return text;
+}
+
+std::string route_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                    at::IntArrayRef ns, const at::Tensor& rstd,
+                                    const std::optional<at::Tensor>& weight,
+                                    std::array<bool, 2> mask, int64_t cc_major, int64_t cc_minor,
+                                    int64_t sms) {
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+  const BwdDecision d = decide_bwd(grad_out, input, ns, rstd, weight, mask, dev);
+  const std::string text = decision_text(d.plan.flyops(), bwd_kernel_name(d), d.plan.reason);
+  if (log_level() > 0)
+    log_line("rms_norm_backward " + describe_bwd(grad_out, input, weight, mask) + " -> " + text);
+  return text;
+}
+
+std::string build_info() {
+  std::ostringstream o;
+  o << "{\"version\": \"" << FLYOPS_VERSION << "\", \"torch\": \"" << FLYOPS_BUILD_TORCH_VERSION
+    << "\", \"cuda_arch\": \"sm_90a\"}";
+  return o.str();
+}
+
+}  // namespace
+
+TORCH_LIBRARY(flyops, m) {
+  m.def("_register_overrides() -> ()", [] { register_overrides(); });
+  m.def("set_enabled(bool on) -> ()", [](bool on) { set_enabled(on); });
+  m.def("is_enabled() -> bool", [] { return enabled(); });
+  m.def("set_op_enabled(str op, bool on) -> ()",
+        [](std::string op, bool on) { set_op_enabled(op_of(op), on); });
+  m.def("op_enabled(str op) -> bool", [](std::string op) { return op_enabled(op_of(op)); });
+  // ops: comma-separated names, or "" for every op.
+  m.def("push_disabled(str ops) -> ()", [](std::string ops) { push_disabled(mask_of(ops)); });
+  m.def("pop_disabled() -> ()", [] { pop_disabled(); });
+  m.def("active(str op) -> bool", [](std::string op) { return active(op_of(op)); });
+  m.def("op_names() -> str", [] {
+    std::string out;
+    for (const std::string& n : op_names()) out += (out.empty() ? "" : ",") + n;
+    return out;
+  });
+  m.def("set_log_level(int level) -> ()", [](int64_t level) { set_log_level(int(level)); });
+  m.def("log_level() -> int", [] { return int64_t{log_level()}; });
+  m.def("stats() -> str", [] { return stats_json(); });
+  m.def("reset_stats() -> ()", [] { reset_stats(); });
+  m.def("build_info() -> str", [] { return build_info(); });
+  m.def("_route_rms_norm(Tensor input, int[] normalized_shape, Tensor? weight, float? eps, "
+        "int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
+        &route_rms_norm);
+  m.def("_route_rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, "
+        "Tensor rstd, Tensor? weight, bool[2] output_mask, int cc_major=9, int cc_minor=0, "
+        "int sm_count=132) -> str",
+        &route_rms_norm_backward);
+  // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.
+  m.def("_rms_norm_force_shape(int shape) -> ()",
+        [](int64_t shape) { rms_norm_force_shape(int(shape)); });
+  m.def("_rms_norm_num_shapes() -> int", [] { return int64_t{rms_norm_num_shapes()}; });
+}
+
+}  // namespace flyops::binding

@@ -1,0 +1,24 @@
+// One place that turns a routing decision into a stats count and (when logging) a line.
+#pragma once
+
+#include <string>
+
+#include "controls.h"
+
+namespace flyops::binding {
+
+// `what` ("inputs") and `kernel` (the chosen kernel's name) are built only when the log is
+// on, keeping string work off the hot path.
+template <typename Describe, typename Kernel>
+void report(Op op, bool to_flyops, const char* reason, Describe&& what, Kernel&& kernel) {
+  count(op, to_flyops, reason);
+  if (log_level() <= 0) return;
+  std::string line = std::string(op_name(op)) + " " + what() + " -> ";
+  line += to_flyops ? kernel() : std::string("stock (") + reason + ")";
+  log_line(line);
+}
+
+inline constexpr const char* kReasonDisabled = "flyops disabled";
+inline constexpr const char* kReasonNotCuda = "input not on a CUDA device";
+
+}  // namespace flyops::binding

@@ -1,0 +1,27 @@
+// From ATen tensors to the core's plain descriptions.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+#include "flyops/device.h"
+#include "flyops/dtype.h"
+
+namespace flyops::binding {
+
+DType to_dtype(c10::ScalarType t);
+
+// For a tensor seen as rows over its last `inner_dims` dims: the stride between rows when
+// every row is contiguous and consecutive rows sit at one distance, else none.
+std::optional<int64_t> row_stride(const at::Tensor& t, int64_t inner_dims);
+
+// "bf16[16384, 4096]" (with "@strides" when not contiguous), for log lines.
+std::string describe(const at::Tensor& t);
+std::string describe(const std::optional<at::Tensor>& t);
+
+// The device to route for (the tensor's own CUDA device).
+const DeviceInfo& routing_device(const at::Tensor& t);
+
+}  // namespace flyops::binding

@@ -1,0 +1,25 @@
+// What the router needs to know about a GPU. Queried lazily (first call on a device),
+// cached per device index, never at import time.
+#pragma once
+
+namespace flyops {
+
+struct DeviceInfo {
+  int index = -1;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  int max_smem_per_block_optin = 0;  // bytes
+  bool valid = false;                // false when the query failed (no driver, bad index)
+
+  // flyops kernels are built for sm_90a only: H100 / H200.
+  bool is_sm90() const { return valid && cc_major == 9 && cc_minor == 0; }
+};
+
+// Cached after the first call for each device index. Thread-safe.
+const DeviceInfo& device_info(int device_index);
+
+// A synthetic description for routing decisions without a GPU (tests, explain).
+DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count);
+
+}  // namespace flyops

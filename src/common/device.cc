@@ -1,0 +1,49 @@
+// Device facts for the routers, asked of the CUDA runtime once per device index.
+#include "flyops/device.h"
+
+#include <cuda_runtime_api.h>
+
+#include "per_device.h"
+
+namespace flyops {
+namespace {
+
+DeviceInfo query(int index) {
+  DeviceInfo d;
+  d.index = index;
+  auto attr = [&](cudaDeviceAttr a, int* out) {
+    return cudaDeviceGetAttribute(out, a, index) == cudaSuccess;
+  };
+  d.valid = attr(cudaDevAttrComputeCapabilityMajor, &d.cc_major) &&
+            attr(cudaDevAttrComputeCapabilityMinor, &d.cc_minor) &&
+            attr(cudaDevAttrMultiProcessorCount, &d.sm_count) &&
+            attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, &d.max_smem_per_block_optin);
+  if (!d.valid) cudaGetLastError();  // leave no sticky error for the caller's next check
+  return d;
+}
+
+}  // namespace
+
+const DeviceInfo& device_info(int index) {
+  static DeviceInfo infos[kMaxDevices];
+  static DeviceInfo invalid;
+  if (index < 0 || index >= kMaxDevices) return invalid;
+  per_device_once<DeviceInfo, 0>(index, [&] {
+    infos[index] = query(index);
+    return 0;
+  });
+  return infos[index];
+}
+
+DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count) {
+  DeviceInfo d;
+  d.index = -1;
+  d.cc_major = cc_major;
+  d.cc_minor = cc_minor;
+  d.sm_count = sm_count;
+  d.max_smem_per_block_optin = 227 * 1024;
+  d.valid = true;
+  return d;
+}
+
+}  // namespace flyops

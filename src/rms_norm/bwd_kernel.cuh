@@ -1,0 +1,139 @@
+// Backward, rows held in registers.
+//   g = dy * w,  dx = rstd * (g - x * rstd^2 * mean(g * x)),  dw = sum_rows dy * x * rstd
+// Scheduler: a persistent grid; CTA b takes row groups b, b + grid, ... so the rows each CTA
+// sees depend only on (M, grid). Each thread owns fixed columns, so its dweight sums stay
+// put across rows (registers, or shared memory for the widest shapes); at the end the CTA
+// writes one fp32 partial row (partials[b][0..N)), which dw_reduce sums in a fixed order:
+// the same bits on every run.
+#pragma once
+
+#include "flyops/rms_norm.h"
+#include "row_tile.cuh"
+
+namespace flyops::rms_norm {
+
+template <typename T, int kVec, int kShape>
+struct BwdTraits : RowTraits<T, kVec, kShape> {
+  using Base = RowTraits<T, kVec, kShape>;
+  static constexpr bool kAccInRegs = bwd_acc_in_regs(kShape, kVec, sizeof(T));
+  static constexpr int kAccFloats = Base::kItems * kVec;
+  // dynamic shared memory: the dweight sums when they live there, or the cross-row
+  // combine buffer of multi-row CTAs
+  static constexpr int kSmemBytes =
+      (!kAccInRegs || Base::kRowsPerCta > 1) ? Base::kThreads * kAccFloats * 4 : 0;
+  static_assert(kAccInRegs || Base::kRowsPerCta == 1, "shared-memory sums need one row per CTA");
+};
+
+// The dweight sums of one thread, at [i][j][thread] in shared memory or in registers.
+template <typename Bt>
+struct DwAcc {
+  float regs[Bt::kAccInRegs ? Bt::kAccFloats : 1];
+  float* smem;
+  FLYOPS_DEVICE float& at(int i, int j) {
+    if constexpr (Bt::kAccInRegs)
+      return regs[i * Bt::kVec + j];
+    else
+      return smem[(i * Bt::kVec + j) * Bt::kThreads + threadIdx.x];
+  }
+};
+
+}  // namespace flyops::rms_norm
+
+template <typename T, int kVec, int kShape>
+__global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_cta)
+    flyops_rms_norm_bwd(const flyops::RmsNormBwdParams p, float* __restrict__ partials) {
+  using namespace flyops;
+  using Bt = rms_norm::BwdTraits<T, kVec, kShape>;
+  using Tile = rms_norm::RowTile<Bt>;
+  constexpr int kI = Bt::kItems;
+  __shared__ float red[Bt::kWarps];
+  extern __shared__ float dyn_smem[];
+
+  const int lane_in_row = threadIdx.x % Bt::kThreadsPerRow;
+  const int slot = threadIdx.x / Bt::kThreadsPerRow;
+  const int n = static_cast<int>(p.N);
+  const float inv_n = 1.f / static_cast<float>(n);
+  const int64_t groups = (p.M + Bt::kRowsPerCta - 1) / Bt::kRowsPerCta;
+
+  typename Bt::Frag wf[kI];
+  Tile::load_weight(wf, static_cast<const T*>(p.weight), lane_in_row, n);
+
+  rms_norm::DwAcc<Bt> acc;
+  acc.smem = dyn_smem;
+#pragma unroll
+  for (int i = 0; i < kI; ++i)
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) acc.at(i, j) = 0.f;
+
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+    const int64_t row = grp * Bt::kRowsPerCta + slot;
+    const bool row_ok = row < p.M;
+    typename Bt::Frag xf[kI], dyf[kI];
+    Tile::template load<tile::CachePolicy::kStreaming>(
+        xf, static_cast<const T*>(p.x) + row * p.x_row_stride, lane_in_row, n, row_ok);
+    Tile::template load<tile::CachePolicy::kStreaming>(
+        dyf, static_cast<const T*>(p.dy) + row * p.dy_row_stride, lane_in_row, n, row_ok);
+    const float rstd = row_ok ? p.rstd[row] : 0.f;
+
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kI; ++i)
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float xv = tile::to_float(xf[i].v[j]);
+        const float dyv = tile::to_float(dyf[i].v[j]);
+        acc.at(i, j) += dyv * (xv * rstd);
+        dot += dyv * tile::to_float(wf[i].v[j]) * xv;
+      }
+    dot = tile::row_allreduce_sum<Bt::kThreadsPerRow, Bt::kThreads>(dot, red);
+    const float coef = rstd * rstd * dot * inv_n;
+
+    if (row_ok && p.dx != nullptr) {
+      T* dx = static_cast<T*>(p.dx) + row * p.dx_row_stride;
+#pragma unroll
+      for (int i = 0; i < kI; ++i) {
+        if (!Tile::in_row(i, lane_in_row, n)) continue;
+        typename Bt::Frag out;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const float g = tile::to_float(dyf[i].v[j]) * tile::to_float(wf[i].v[j]);
+          out.v[j] = tile::from_float<T>(rstd * (g - tile::to_float(xf[i].v[j]) * coef));
+        }
+        tile::store(dx + Tile::col(i, lane_in_row), out);
+      }
+    }
+  }
+
+  if (p.dweight == nullptr) return;
+  float* part = partials + int64_t(blockIdx.x) * n;
+  if constexpr (Bt::kRowsPerCta == 1) {
+#pragma unroll
+    for (int i = 0; i < kI; ++i) {
+      if (!Tile::in_row(i, lane_in_row, n)) continue;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) part[Tile::col(i, lane_in_row) + j] = acc.at(i, j);
+    }
+  } else {
+    // Rows of one CTA share columns: add the slots up in slot order through shared memory,
+    // laid out [slot][i][j][lane_in_row] so stores and loads are conflict-free.
+    auto at = [&](int s, int i, int j) {
+      return ((s * kI + i) * kVec + j) * Bt::kThreadsPerRow + lane_in_row;
+    };
+#pragma unroll
+    for (int i = 0; i < kI; ++i)
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) dyn_smem[at(slot, i, j)] = acc.at(i, j);
+    __syncthreads();
+    if (slot != 0) return;
+#pragma unroll
+    for (int i = 0; i < kI; ++i) {
+      if (!Tile::in_row(i, lane_in_row, n)) continue;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        float s = 0.f;
+        for (int r = 0; r < Bt::kRowsPerCta; ++r) s += dyn_smem[at(r, i, j)];
+        part[Tile::col(i, lane_in_row) + j] = s;
+      }
+    }
+  }
+}

@@ -1,0 +1,88 @@
+// Compile-time shapes of the RMSNorm kernels, shared by the router (host C++) and the
+// kernels (CUDA). A row of N elements is spread over kThreadsPerRow threads, each holding
+// kItems fragments of kVec elements in registers; a CTA holds kThreadsPerCta/kThreadsPerRow
+// rows at once. Rows wider than a warp own the whole CTA (block-level reduction); narrower
+// rows share a warp (lane-group reduction, no barrier).
+#pragma once
+
+namespace flyops::rms_norm {
+
+struct RowShape {
+  int items;
+  int threads_per_row;
+  int threads_per_cta;
+};
+
+// The index is the shape id in the router's tables, the launch switch and FLYOPS tuning.
+inline constexpr RowShape kShapes[] = {
+    {1, 4, 128},      // 0
+    {1, 8, 128},      // 1
+    {1, 16, 128},     // 2
+    {1, 32, 128},     // 3
+    {2, 32, 128},     // 4
+    {4, 32, 128},     // 5
+    {4, 64, 64},      // 6
+    {2, 128, 128},    // 7
+    {4, 128, 128},    // 8
+    {5, 128, 128},    // 9
+    {8, 128, 128},    // 10
+    {2, 256, 256},    // 11
+    {4, 256, 256},    // 12
+    {5, 256, 256},    // 13
+    {8, 256, 256},    // 14
+    {2, 512, 512},    // 15
+    {4, 512, 512},    // 16
+    {8, 512, 512},    // 17
+    {2, 1024, 1024},  // 18
+    {4, 1024, 1024},  // 19
+    {2, 64, 64},      // 20
+};
+inline constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
+
+constexpr long long shape_capacity(int shape, int vec) {
+  return static_cast<long long>(kShapes[shape].items) * kShapes[shape].threads_per_row * vec;
+}
+
+// Register budgets. A CTA must fit on an SM alone (65536 registers). The estimates are
+// fitted to ptxas on sm_90a (nvcc 13.0): the compiler keeps fp32 copies of the fragments, so
+// cost grows with the elements per thread E whatever the storage type. They keep each
+// shape the tables may pick clear of spills; `scripts/check-spills` checks the compiler.
+constexpr int reg_budget(int threads_per_cta) {
+  return 65536 / threads_per_cta < 255 ? 65536 / threads_per_cta : 255;
+}
+constexpr int elems_per_thread(int shape, int vec) { return kShapes[shape].items * vec; }
+// Forward: x and the weight.
+constexpr bool fwd_fits(int shape, int vec, int /*elem_bytes*/) {
+  return 2 * elems_per_thread(shape, vec) + 28 <= reg_budget(kShapes[shape].threads_per_cta);
+}
+// Backward: x, dy, the weight and the dweight sums; the sums move to shared memory when the
+// registers cannot hold them.
+constexpr bool bwd_acc_in_regs(int shape, int vec, int /*elem_bytes*/) {
+  return (11 * elems_per_thread(shape, vec)) / 2 + 16 <= reg_budget(kShapes[shape].threads_per_cta);
+}
+constexpr bool bwd_fits(int shape, int vec, int elem_bytes) {
+  return bwd_acc_in_regs(shape, vec, elem_bytes) ||
+         (kShapes[shape].threads_per_cta == kShapes[shape].threads_per_row &&
+          (9 * elems_per_thread(shape, vec)) / 2 + 16 <= reg_budget(kShapes[shape].threads_per_cta));
+}
+
+// Split path (rows too long for registers): a row-statistics kernel, then a kernel over
+// column chunks of kSplitItems fragments per thread.
+inline constexpr int kSplitThreads = 256;
+inline constexpr int kSplitItems = 4;
+
+constexpr bool valid_shape(RowShape s) {
+  return s.items > 0 && s.threads_per_row > 0 && s.threads_per_cta % 32 == 0 &&
+         s.threads_per_cta <= 1024 &&
+         (s.threads_per_row <= 32 ? s.threads_per_cta % s.threads_per_row == 0
+                                  : s.threads_per_row == s.threads_per_cta) &&
+         (s.threads_per_row & (s.threads_per_row - 1)) == 0;
+}
+constexpr bool all_valid() {
+  for (const RowShape& s : kShapes)
+    if (!valid_shape(s)) return false;
+  return true;
+}
+static_assert(all_valid(), "every row shape must satisfy the kernels' layout rules");
+
+}  // namespace flyops::rms_norm

@@ -1,0 +1,65 @@
+// Row shape per N for each (direction, element size, vector width): the first entry whose
+// max_n >= N wins; N past the last entry takes the split path.
+// Provenance: initial entries pick the smallest shape that holds the row with 4-5
+// fragments per thread (see docs/perf-notes.md); retuned from H200 sweeps by
+// `python -m flyops.bench --op rms_norm --tune` (bench/results/h200/rms_norm_tune.json).
+#pragma once
+
+#include "traits.h"
+
+namespace flyops::rms_norm {
+
+struct TableEntry {
+  long long max_n;
+  int shape;
+};
+
+template <int kLen>
+struct Table {
+  TableEntry e[kLen];
+  static constexpr int size() { return kLen; }
+};
+
+// forward, 16-bit elements, 8 per access
+inline constexpr Table<12> kFwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
+                                      {2048, 6}, {4096, 8}, {5120, 9}, {8192, 12}, {10240, 13},
+                                      {16384, 16}}};
+// forward, fp32, 4 per access
+inline constexpr Table<13> kFwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
+                                      {1024, 6}, {2048, 8}, {2560, 9}, {4096, 12}, {5120, 13},
+                                      {8192, 16}, {16384, 19}}};
+// backward, 16-bit elements, 8 per access: two fragments per thread keep registers (and so
+// resident rows per SM) in check
+inline constexpr Table<12> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 20},
+                                      {2048, 7}, {4096, 11}, {5120, 15}, {8192, 15}, {10240, 13}}};
+// backward, fp32, 4 per access
+inline constexpr Table<12> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
+                                      {1024, 6}, {2048, 8}, {2560, 9}, {4096, 12}, {5120, 13},
+                                      {8192, 16}}};
+// one element per access (unaligned pointers or N not a multiple of the vector)
+inline constexpr Table<5> kFwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
+inline constexpr Table<5> kBwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
+
+template <int kLen>
+constexpr int lookup(const Table<kLen>& t, long long n) {
+  for (int i = 0; i < kLen; ++i)
+    if (n <= t.e[i].max_n) return t.e[i].shape;
+  return -1;
+}
+
+// Every entry must hold its rows and fit the register budget.
+template <int kLen>
+constexpr bool table_ok(const Table<kLen>& t, int vec, int elem_bytes, bool bwd) {
+  for (int i = 0; i < kLen; ++i) {
+    const int s = t.e[i].shape;
+    if (s < 0 || s >= kNumShapes || shape_capacity(s, vec) < t.e[i].max_n) return false;
+    if (bwd ? !bwd_fits(s, vec, elem_bytes) : !fwd_fits(s, vec, elem_bytes)) return false;
+  }
+  return true;
+}
+static_assert(table_ok(kFwd16, 8, 2, false) && table_ok(kFwd32, 4, 4, false), "forward tables");
+static_assert(table_ok(kBwd16, 8, 2, true) && table_ok(kBwd32, 4, 4, true), "backward tables");
+static_assert(table_ok(kFwdScalar, 1, 2, false) && table_ok(kFwdScalar, 1, 4, false), "scalar fwd");
+static_assert(table_ok(kBwdScalar, 1, 2, true) && table_ok(kBwdScalar, 1, 4, true), "scalar bwd");
+
+}  // namespace flyops::rms_norm
