@@ -3,7 +3,9 @@
 // NaN before every launch, and odd shapes, offsets and row strides are covered. The dweight
 // of each case is computed twice and must match bit for bit. Exit code 0 when all pass.
 //
-// usage: flyops_gpu_selftest [--quick] [--seed S]
+// usage: flyops_gpu_selftest [--quick | --sanitize] [--seed S]
+//   --sanitize: a few cases that reach every kernel and path, small enough for
+//               compute-sanitizer's memcheck and racecheck
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -219,14 +221,16 @@ void run_case(const Case& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, sanitize = false;
   uint64_t seed = std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--sanitize")) sanitize = true;
     if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
   }
   g_rng.seed(seed);
-  std::printf("flyops_gpu_selftest seed=%llu%s\n", (unsigned long long)seed, quick ? " (quick)" : "");
+  std::printf("flyops_gpu_selftest seed=%llu%s\n", (unsigned long long)seed,
+              sanitize ? " (sanitize)" : quick ? " (quick)" : "");
   int dev_count = 0;
   if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
     std::printf("no CUDA device\n");
@@ -235,6 +239,16 @@ int main(int argc, char** argv) {
   if (!device_info(0).is_sm90()) {
     std::printf("device 0 is not compute capability 9.0\n");
     return 2;
+  }
+  if (sanitize) {
+    // warp rows (multi-row CTAs), block rows, scalar accesses, the split path, no rows
+    for (DType t : {DType::kBFloat16, DType::kFloat32})
+      for (int64_t N : {24, 1000, 4096, 4097, 40000})
+        for (int64_t M : {0, 5, 67}) run_case({t, M, N, true});
+    run_case({DType::kFloat16, 9, 5120, false});
+    run_case({DType::kBFloat16, 3, 4096, true, 8, 1});
+    std::printf("%d passed, %d failed\n", g_cases - g_fail, g_fail);
+    return g_fail == 0 ? 0 : 1;
   }
   std::vector<int64_t> Ns = quick ? std::vector<int64_t>{1, 3, 127, 1024, 4097, 5120, 40000}
                                   : std::vector<int64_t>{1, 3, 8, 127, 256, 1000, 1024, 2048, 4096, 4097, 5120,

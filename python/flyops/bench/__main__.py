@@ -1,0 +1,62 @@
+"""python -m flyops.bench --op rms_norm [--out DIR] [--quick] [--tune] [--no-plot]
+
+Measures flyops against stock PyTorch in one process on this GPU and writes
+<out>/<op>.json (default bench/results/<gpu>/) with a PNG plot, then prints a table.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m flyops.bench")
+    ap.add_argument("--op", default="rms_norm", choices=["rms_norm", "all"])
+    ap.add_argument("--out", default=None, help="results folder (default bench/results/<gpu>)")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    ap.add_argument("--tune", action="store_true", help="sweep kernel shapes instead")
+    ap.add_argument("--no-plot", action="store_true")
+    args = ap.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("flyops.bench: no CUDA GPU on this machine, so there is nothing to measure. "
+              "flyops kernels run on NVIDIA Hopper GPUs (H100, H200); run this there.")
+        return 0
+    import flyops
+
+    from . import common, rms_norm
+
+    cc = torch.cuda.get_device_capability()
+    if cc != (9, 0):
+        print(f"flyops.bench: {torch.cuda.get_device_name()} is compute capability {cc[0]}.{cc[1]}; "
+              "flyops routes every call to stock there, so flyops and stock would be the same.")
+        return 0
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    timer = common.Timer(reps=20 if args.quick else 50, warmup=5 if args.quick else 10)
+    out_dir = common.results_dir(args.out)
+    if args.tune:
+        rows = rms_norm.tune(timer)
+        path = common.write({"op": "rms_norm", "device": torch.cuda.get_device_name(),
+                             "torch": torch.__version__, "commit": common.git_commit(),
+                             "method": timer.method(), "rows": rows}, out_dir, "rms_norm_tune")
+        print(f"wrote {path}")
+        return 0
+    flyops.reset_stats()
+    result = rms_norm.run(timer, quick=args.quick)
+    path = common.write(result, out_dir, "rms_norm")
+    if not args.no_plot:
+        try:
+            rms_norm.plot(result, os.path.join(out_dir, "rms_norm.png"))
+        except ImportError as e:
+            print(f"no plot: {e}")
+    print(rms_norm.summary(result))
+    print(f"wrote {path}")
+    print("stats:", json.dumps(flyops.stats()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Timing and reporting shared by the op benchmarks.
+
+Device time: median of CUDA-event timings after warm-up, with L2 flushed (a 256 MiB write)
+before each timed call. Host time: many back-to-back calls timed by wall clock with one
+synchronize at the end, no flush. Stock and flyops run in the same process on the same
+inputs; stock runs inside `flyops.disabled()`.
+"""
+
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+
+import flyops
+
+L2_FLUSH_BYTES = 256 << 20
+METHOD = "median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before each"
+
+
+class Timer:
+    def __init__(self, reps=50, warmup=10):
+        self.reps = reps
+        self.warmup = warmup
+        self._flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+
+    def method(self):
+        return METHOD.format(reps=self.reps, warmup=self.warmup)
+
+    def device_ms(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        for s, e in zip(starts, ends):
+            self._flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+    @staticmethod
+    def host_ms(fn, calls=1000, warmup=50):
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / calls
+
+    def copy_GBps(self, nbytes):
+        """A device-to-device copy moving `nbytes` (read plus write), timed the same way."""
+        half = max(nbytes // 2, 16)
+        src = torch.empty(half, dtype=torch.uint8, device="cuda").random_()
+        dst = torch.empty_like(src)
+        ms = self.device_ms(lambda: dst.copy_(src))
+        return 2 * half / (ms * 1e-3) / 1e9
+
+
+def stock_and_flyops(timer, fn):
+    with flyops.disabled():
+        stock = timer.device_ms(fn)
+    ours = timer.device_ms(fn)
+    return stock, ours
+
+
+def routed(op, fn):
+    """'flyops' or 'stock': where one call of fn went, from flyops.stats()."""
+    before = flyops.stats()[op]["flyops"]
+    fn()
+    torch.cuda.synchronize()
+    return "flyops" if flyops.stats()[op]["flyops"] > before else "stock"
+
+
+def max_rel_err(out, ref):
+    ref = ref.double()
+    denom = ref.abs().max().item() or 1.0
+    return float((out.double() - ref).abs().max().item() / denom)
+
+
+def git_commit():
+    if os.environ.get("FLYOPS_COMMIT"):
+        return os.environ["FLYOPS_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def header(op, timer):
+    return {
+        "op": op,
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "commit": git_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "method": timer.method(),
+        "cases": [],
+    }
+
+
+def results_dir(out):
+    if out:
+        return out
+    name = torch.cuda.get_device_name().lower()
+    gpu = "h200" if "h200" in name else "h100" if "h100" in name else name.replace(" ", "_")
+    return os.path.join("bench", "results", gpu)
+
+
+def write(result, out_dir, stem):
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{stem}.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    if not xs:
+        return float("nan")
+    p = 1.0
+    for x in xs:
+        p *= x
+    return p ** (1.0 / len(xs))

@@ -1,0 +1,291 @@
+"""What runs without a GPU: the library loads and registers, the controls work, routing
+decisions and log lines are right, and a broken or mismatched build leaves torch working."""
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import flyops
+
+OPS = ("_fused_rms_norm", "_fused_rms_norm_backward")
+
+
+def run_py(code, env=None, check=True):
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       env=e, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"subprocess failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_overrides_registered_on_cuda_key(op):
+    dump = torch._C._dispatch_dump(f"aten::{op}")
+    cuda = [l for l in dump.splitlines() if l.startswith("CUDA:")]
+    assert len(cuda) == 1, dump
+    assert "binding/registration.cc" in cuda[0], cuda[0]
+    # the stock kernel is still there underneath, reachable through at::cuda::
+    assert "CUDA (inactive)" in dump
+
+
+def test_import_does_not_initialise_cuda():
+    r = run_py("""
+        import torch, flyops
+        print(torch.cuda.is_initialized())
+    """)
+    assert r.stdout.strip() == "False"
+
+
+def test_entry_point_declared():
+    eps = importlib.metadata.entry_points(group="torch.backends")
+    mine = [ep for ep in eps if ep.name == "flyops"]
+    assert len(mine) == 1
+    assert mine[0].value == "flyops_autoload:_autoload"
+
+
+def test_import_torch_alone_loads_flyops():
+    code = """
+        import sys, torch
+        print('flyops' in sys.modules)
+        print([l for l in torch._C._dispatch_dump('aten::_fused_rms_norm').splitlines() if l.startswith('CUDA:')])
+    """
+    on = run_py(code)
+    assert on.stdout.splitlines()[0] == "True"
+    assert "registration.cc" in on.stdout
+    assert "Overriding a previously registered kernel" not in on.stderr
+    off = run_py(code, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert off.stdout.splitlines()[0] == "False"
+    assert "registration.cc" not in off.stdout
+
+
+def _fake_install(tmp_path, mutate):
+    """A copy of the installed flyops with its own dist-info, first on sys.path."""
+    import flyops_autoload
+
+    src = os.path.dirname(flyops.__file__)
+    dst = tmp_path / "flyops"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(os.path.dirname(flyops_autoload.__file__), tmp_path / "flyops_autoload",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    dist = tmp_path / "flyops-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: flyops\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text("[torch.backends]\nflyops = flyops_autoload:_autoload\n")
+    mutate(dst)
+    return {"PYTHONPATH": str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def _check_torch_survives(env, expect_in_warning):
+    r = run_py("""
+        import sys, torch
+        x = torch.ones(3) * 2
+        print('torch ok', float(x.sum()))
+        print('flyops loaded:', 'flyops' in sys.modules and getattr(sys.modules['flyops'], '__version__', None) is not None)
+        print([l for l in torch._C._dispatch_dump('aten::_fused_rms_norm').splitlines() if l.startswith('CUDA:')])
+    """, env=env)
+    assert "torch ok 6.0" in r.stdout
+    assert "registration.cc" not in r.stdout  # flyops stayed off
+    warnings = [l for l in r.stderr.splitlines() if "flyops is off" in l]
+    assert len(warnings) == 1, r.stderr
+    assert expect_in_warning in warnings[0], warnings[0]
+
+
+def test_mismatched_torch_version_leaves_torch_working(tmp_path):
+    def mutate(pkg):
+        info = pkg / "_build_info.py"
+        info.write_text(info.read_text().replace(f'TORCH_VERSION = "{torch.__version__}"',
+                                                 'TORCH_VERSION = "1.0.0+other"'))
+    _check_torch_survives(_fake_install(tmp_path, mutate), "built for torch 1.0.0+other")
+
+
+def test_broken_library_leaves_torch_working(tmp_path):
+    def mutate(pkg):
+        (pkg / "lib" / "libflyops_torch.so").write_bytes(b"\x7fELF this is not a library")
+    _check_torch_survives(_fake_install(tmp_path, mutate), "failed to load")
+
+
+def test_missing_library_leaves_torch_working(tmp_path):
+    def mutate(pkg):
+        (pkg / "lib" / "libflyops_torch.so").unlink()
+    _check_torch_survives(_fake_install(tmp_path, mutate), "missing")
+
+
+def test_explicit_import_of_broken_build_raises(tmp_path):
+    def mutate(pkg):
+        (pkg / "lib" / "libflyops_torch.so").write_bytes(b"garbage")
+    env = _fake_install(tmp_path, mutate)
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    r = run_py("import flyops", env=env, check=False)
+    assert r.returncode != 0 and "failed to load" in r.stderr
+
+
+# ---- controls ---------------------------------------------------------------------------
+
+def test_enable_disable():
+    assert flyops.is_enabled()
+    try:
+        flyops.disable()
+        assert not flyops.is_enabled() and not flyops.active("rms_norm")
+    finally:
+        flyops.enable()
+    assert flyops.active("rms_norm")
+
+
+def test_per_op_switch():
+    try:
+        flyops.disable_op("rms_norm_backward")
+        assert not flyops.op_enabled("rms_norm_backward")
+        assert flyops.active("rms_norm") and not flyops.active("rms_norm_backward")
+    finally:
+        flyops.enable_op("rms_norm_backward")
+    assert flyops.active("rms_norm_backward")
+    with pytest.raises(RuntimeError, match="unknown op"):
+        flyops.disable_op("no_such_op")
+
+
+def test_disabled_context_nests_and_restores():
+    with flyops.disabled("rms_norm"):
+        assert not flyops.active("rms_norm") and flyops.active("rms_norm_backward")
+        with flyops.disabled():
+            assert not flyops.active("rms_norm_backward")
+        assert flyops.active("rms_norm_backward") and not flyops.active("rms_norm")
+    assert flyops.active("rms_norm")
+    with pytest.raises(ValueError):
+        flyops.disabled("no_such_op")
+
+
+def test_disabled_context_is_per_thread():
+    seen = {}
+    inside = threading.Event()
+    done = threading.Event()
+
+    def other():
+        inside.wait(10)
+        seen["other"] = flyops.active("rms_norm")
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with flyops.disabled():
+        inside.set()
+        done.wait(10)
+        seen["main"] = flyops.active("rms_norm")
+    t.join()
+    assert seen == {"other": True, "main": False}
+
+
+def test_disabled_as_decorator():
+    @flyops.disabled("rms_norm")
+    def f():
+        return flyops.active("rms_norm")
+
+    assert f() is False
+    assert flyops.active("rms_norm")
+
+
+def test_env_disable():
+    r = run_py("import flyops; print(flyops.is_enabled())", env={"FLYOPS_DISABLE": "1"})
+    assert r.stdout.strip() == "False"
+
+
+def test_stats_shape():
+    s = flyops.stats()
+    assert set(s) == set(flyops.ops())
+    for v in s.values():
+        assert set(v) == {"flyops", "stock", "stock_reasons"}
+    flyops.reset_stats()
+    assert all(v["flyops"] == 0 and v["stock"] == 0 for v in flyops.stats().values())
+
+
+def test_build_info_matches_torch():
+    info = flyops.build_info()
+    assert info["torch"] == torch.__version__ and info["cuda_arch"] == "sm_90a"
+
+
+# ---- routing decisions (the same code the CUDA override runs, for a described GPU) --------
+
+def route(x, shape, w=None, eps=None, cc=(9, 0)):
+    return torch.ops.flyops._route_rms_norm(x, shape, w, eps, cc[0], cc[1], 132)
+
+
+def test_routing_decisions():
+    x = torch.randn(64, 4096, dtype=torch.bfloat16)
+    w = torch.randn(4096, dtype=torch.bfloat16)
+    assert route(x, [4096], w) == "flyops_rms_norm_fwd<bf16,v8,4x128/128>"
+    assert route(x.float(), [4096]).startswith("flyops_rms_norm_fwd<fp32,v4,")
+    assert route(x, [4096], w, cc=(8, 0)) == "stock (flyops kernels need compute capability 9.0 (H100/H200))"
+    assert route(x, [4096], w, cc=(10, 0)).startswith("stock (flyops kernels need")
+    assert route(x.double(), [4096]).startswith("stock (dtype")
+    assert route(x, [4096], w.float()) == "stock (weight dtype differs from input)"
+    assert route(x, [2048]) == "stock (normalized_shape does not match the input)"
+    assert route(x, [4096], w[:2048]) == "stock (weight shape differs from normalized_shape)"
+    assert route(x.t(), [64]) == "stock (rows not contiguous (unsupported layout))"
+    assert route(x, [4096], w[::1].view(2, 2048).t().reshape(4096)) != ""  # reshape copies: fine
+    # odd shapes: one element per access
+    assert route(torch.randn(113, 203), [203]).startswith("flyops_rms_norm_fwd<fp32,v1,")
+    # a view one element off alignment
+    base = torch.randn(64 * 4096 + 1, dtype=torch.bfloat16)
+    assert ",v1," in route(base[1:].view(64, 4096), [4096])
+    # rows with a stride (a slice of wider rows) are still ours
+    wide = torch.randn(64, 8192, dtype=torch.bfloat16)
+    assert route(wide[:, :4096], [4096]).startswith("flyops_rms_norm_fwd<bf16,v8,")
+    # several normalized dims, batch dims collapsed
+    assert route(torch.randn(2, 3, 16, 64), [16, 64]).startswith("flyops_rms_norm_fwd<fp32,")
+    # long rows
+    assert route(torch.randn(2, 65536, dtype=torch.bfloat16), [65536]) == "flyops_rms_norm_fwd_split<bf16,v8>"
+
+
+def test_backward_routing_decisions():
+    x = torch.randn(64, 4096, dtype=torch.bfloat16)
+    g = torch.randn_like(x)
+    w = torch.randn(4096, dtype=torch.bfloat16)
+    rstd = torch.rand(64, 1)
+    r = lambda *a, **k: torch.ops.flyops._route_rms_norm_backward(*a, **k)
+    assert r(g, x, [4096], rstd, w, [True, True]).startswith("flyops_rms_norm_bwd<bf16,v8,")
+    assert r(g.float(), x, [4096], rstd, w, [True, True]) == "stock (grad_out dtype differs from input)"
+    assert r(g, x, [4096], rstd.double(), w, [True, True]).startswith("stock (rstd")
+    assert r(g.t().contiguous().t(), x, [4096], rstd, w, [True, True]).startswith("stock (rows")
+    assert r(g, x, [4096], rstd, w, [True, True], 8, 6).startswith("stock (flyops kernels need")
+
+
+def test_log_lines_counted_not_repeated():
+    r = run_py("""
+        import torch, flyops
+        x = torch.randn(8, 4096, dtype=torch.bfloat16)
+        for _ in range(3):
+            torch.ops.flyops._route_rms_norm(x, [4096], None, 1e-6)
+        torch.ops.flyops._route_rms_norm(x.double(), [4096], None, None)
+    """, env={"FLYOPS_LOG": "1"})
+    lines = [l for l in r.stderr.splitlines() if l.startswith("flyops:")]
+    assert lines == [
+        "flyops: rms_norm bf16[8, 4096](cpu) weight=none eps=1e-06 -> flyops_rms_norm_fwd<bf16,v8,4x128/128>",
+        "flyops: (previous line repeated 2 more times)",
+        "flyops: rms_norm fp64[8, 4096](cpu) weight=none eps=None -> stock (dtype not float32, float16 or bfloat16)",
+    ], r.stderr
+
+
+def test_log_off_by_default():
+    r = run_py("""
+        import torch, flyops
+        torch.ops.flyops._route_rms_norm(torch.randn(8, 64), [64], None, None)
+    """)
+    assert "flyops:" not in r.stderr
+
+
+def test_bench_without_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    r = subprocess.run([sys.executable, "-m", "flyops.bench", "--op", "rms_norm"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0
+    assert "no CUDA GPU" in r.stdout
