@@ -15,7 +15,8 @@ namespace flyops::rms_norm {
 template <typename T, int kVec, int kShape>
 struct BwdTraits : RowTraits<T, kVec, kShape> {
   using Base = RowTraits<T, kVec, kShape>;
-  static constexpr bool kAccInRegs = bwd_acc_in_regs(kShape, kVec, sizeof(T));
+  static constexpr bool kAccInRegs = bwd_acc_in_regs(
+      kShape, kVec, std::is_same_v<T, float> ? Elem::kF32 : std::is_same_v<T, tile::bf16> ? Elem::kBF16 : Elem::kF16);
   static constexpr int kAccFloats = Base::kItems * kVec;
   // dynamic shared memory: the dweight sums when they live there, or the cross-row
   // combine buffer of multi-row CTAs
@@ -80,10 +81,10 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
     for (int i = 0; i < kI; ++i)
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float xv = tile::to_float(xf[i].v[j]);
-        const float dyv = tile::to_float(dyf[i].v[j]);
+        const float xv = xf[i].get(j);
+        const float dyv = dyf[i].get(j);
         acc.at(i, j) += dyv * (xv * rstd);
-        dot += dyv * tile::to_float(wf[i].v[j]) * xv;
+        dot += dyv * wf[i].get(j) * xv;
       }
     dot = tile::row_allreduce_sum<Bt::kThreadsPerRow, Bt::kThreads>(dot, red);
     const float coef = rstd * rstd * dot * inv_n;
@@ -93,13 +94,11 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
 #pragma unroll
       for (int i = 0; i < kI; ++i) {
         if (!Tile::in_row(i, lane_in_row, n)) continue;
-        typename Bt::Frag out;
+        float out[kVec];
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          const float g = tile::to_float(dyf[i].v[j]) * tile::to_float(wf[i].v[j]);
-          out.v[j] = tile::from_float<T>(rstd * (g - tile::to_float(xf[i].v[j]) * coef));
-        }
-        tile::store(dx + Tile::col(i, lane_in_row), out);
+        for (int j = 0; j < kVec; ++j)
+          out[j] = rstd * (dyf[i].get_late(j) * wf[i].get_late(j) - xf[i].get_late(j) * coef);
+        tile::store(dx + Tile::col(i, lane_in_row), Bt::Frag::pack(out));
       }
     }
   }

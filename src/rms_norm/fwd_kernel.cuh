@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
   for (int i = 0; i < Tr::kItems; ++i)
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
-      const float v = tile::to_float(xf[i].v[j]);
+      const float v = xf[i].get(j);
       ss += v * v;
     }
 
@@ -44,11 +44,10 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
 #pragma unroll
   for (int i = 0; i < Tr::kItems; ++i) {
     if (!Tile::in_row(i, lane_in_row, n)) continue;
-    typename Tr::Frag out;
+    float out[kVec];
 #pragma unroll
-    for (int j = 0; j < kVec; ++j)
-      out.v[j] = tile::from_float<T>(tile::to_float(wf[i].v[j]) * (rstd * tile::to_float(xf[i].v[j])));
-    tile::store(y + Tile::col(i, lane_in_row), out);
+    for (int j = 0; j < kVec; ++j) out[j] = wf[i].get_late(j) * (rstd * xf[i].get_late(j));
+    tile::store(y + Tile::col(i, lane_in_row), Tr::Frag::pack(out));
   }
   if (lane_in_row == 0) p.rstd[row] = rstd;
 }

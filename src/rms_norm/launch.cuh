@@ -44,12 +44,13 @@ SplitGrid split_grid(int64_t M, int64_t N, const DeviceInfo& dev) {
 template <typename T>
 struct Launcher {
   static constexpr int kFastVec = 16 / sizeof(T);
-  static constexpr int kEb = sizeof(T);
+  static constexpr Elem kElem = std::is_same_v<T, float>  ? Elem::kF32
+                                : std::is_same_v<T, tile::bf16> ? Elem::kBF16 : Elem::kF16;
 
   // ---- forward -----------------------------------------------------------------------
   template <int kVec, int kShape>
   static Status fused_fwd(const RmsNormFwdParams& p) {
-    if constexpr (!fwd_fits(kShape, kVec, kEb)) {
+    if constexpr (!fwd_fits(kShape, kVec, kElem)) {
       return Status::kUnsupported;
     } else {
       using Tr = RowTraits<T, kVec, kShape>;
@@ -107,7 +108,7 @@ struct Launcher {
 
   template <int kVec, int kShape>
   static Status fused_bwd(const RmsNormBwdParams& p, float* partials) {
-    if constexpr (!bwd_fits(kShape, kVec, kEb)) {
+    if constexpr (!bwd_fits(kShape, kVec, kElem)) {
       return Status::kUnsupported;
     } else {
       using Bt = BwdTraits<T, kVec, kShape>;
@@ -164,7 +165,7 @@ struct Launcher {
       rows = g.ranges;
     } else {
       rows = with_shape(plan.shape, int64_t{0}, [&](auto shape) -> int64_t {
-        if constexpr (!bwd_fits(decltype(shape)::value, kVec, kEb))
+        if constexpr (!bwd_fits(decltype(shape)::value, kVec, kElem))
           return 0;
         else
           return p.M > 0 ? fused_bwd_grid<kVec, decltype(shape)::value>(p.M, dev) : 0;

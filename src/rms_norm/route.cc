@@ -44,20 +44,33 @@ int table_shape(bool bwd, DType t, int vec, int64_t N) {
   return bwd ? lookup(kBwd16, N) : lookup(kFwd16, N);
 }
 
+rms_norm::Elem elem_of(DType t) {
+  return t == DType::kFloat32 ? rms_norm::Elem::kF32
+         : t == DType::kBFloat16 ? rms_norm::Elem::kBF16 : rms_norm::Elem::kF16;
+}
+
+bool fits(bool bwd, int shape, int vec, DType t) {
+  return bwd ? rms_norm::bwd_fits(shape, vec, elem_of(t)) : rms_norm::fwd_fits(shape, vec, elem_of(t));
+}
+
 RmsNormPlan plan_for(bool bwd, DType t, int vec, int64_t N) {
   using namespace rms_norm;
   RmsNormPlan plan;
   plan.vec = vec;
-  const int eb = static_cast<int>(dtype_size(t));
   const int forced = g_forced_shape.load(std::memory_order_relaxed);
   if (forced >= 0 && forced < kNumShapes && shape_capacity(forced, vec) >= N &&
-      (bwd ? bwd_fits(forced, vec, eb) : fwd_fits(forced, vec, eb))) {
+      fits(bwd, forced, vec, t)) {
     plan.kind = RmsNormPlan::Kind::kFused;
     plan.shape = forced;
     return plan;
   }
-  plan.shape = table_shape(bwd, t, vec, N);
-  plan.kind = plan.shape >= 0 ? RmsNormPlan::Kind::kFused : RmsNormPlan::Kind::kSplit;
+  const int shape = table_shape(bwd, t, vec, N);
+  if (shape >= 0 && fits(bwd, shape, vec, t)) {
+    plan.kind = RmsNormPlan::Kind::kFused;
+    plan.shape = shape;
+  } else {
+    plan.kind = RmsNormPlan::Kind::kSplit;
+  }
   return plan;
 }
 

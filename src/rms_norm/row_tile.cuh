@@ -40,7 +40,7 @@ struct RowTile {
       if (row_ok && in_row(i, lane_in_row, n))
         tile::load<P>(f[i], row + col(i, lane_in_row));
       else
-        tile::fill(f[i], 0.f);
+        f[i] = Frag::filled(0.f);
     }
   }
 
@@ -52,7 +52,7 @@ struct RowTile {
       if (w != nullptr && in_row(i, lane_in_row, n))
         tile::load(f[i], w + col(i, lane_in_row));
       else
-        tile::fill(f[i], 1.f);
+        f[i] = Frag::filled(1.f);
     }
   }
 };

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
       float s = 0.f;
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float v = tile::to_float(f.v[j]);
+        const float v = f.get(j);
         s += v * v;
       }
       return s;
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
     if (p.weight != nullptr && c < n)
       tile::load(wf[i], static_cast<const T*>(p.weight) + c);
     else
-      tile::fill(wf[i], 1.f);
+      wf[i] = St::Frag::filled(1.f);
   }
   for (int64_t row = blockIdx.y; row < p.M; row += gridDim.y) {
     const float rstd = p.rstd[row];
@@ -80,12 +80,12 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
     for (int i = 0; i < St::kItems; ++i) {
       const int c = base + (i * St::kThreads + threadIdx.x) * kVec;
       if (c >= n) continue;
-      typename St::Frag xf, out;
+      typename St::Frag xf;
       tile::load<tile::CachePolicy::kStreaming>(xf, x + c);
+      float out[kVec];
 #pragma unroll
-      for (int j = 0; j < kVec; ++j)
-        out.v[j] = tile::from_float<T>(tile::to_float(wf[i].v[j]) * (rstd * tile::to_float(xf.v[j])));
-      tile::store(y + c, out);
+      for (int j = 0; j < kVec; ++j) out[j] = wf[i].get(j) * (rstd * xf.get(j));
+      tile::store(y + c, St::Frag::pack(out));
     }
   }
 }
@@ -107,11 +107,11 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
       if (w != nullptr)
         tile::load(wf, w + c);
       else
-        tile::fill(wf, 1.f);
+        wf = tile::Vec<T, kVec>::filled(1.f);
       float s = 0.f;
 #pragma unroll
       for (int j = 0; j < kVec; ++j)
-        s += tile::to_float(dyf.v[j]) * tile::to_float(wf.v[j]) * tile::to_float(xf.v[j]);
+        s += dyf.get(j) * wf.get(j) * xf.get(j);
       return s;
     });
     dot = tile::block_allreduce_sum<rms_norm::kSplitThreads>(dot, red);
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
     if (p.weight != nullptr && c < n)
       tile::load(wf[i], static_cast<const T*>(p.weight) + c);
     else
-      tile::fill(wf[i], 1.f);
+      wf[i] = St::Frag::filled(1.f);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) acc[i][j] = 0.f;
   }
@@ -155,17 +155,18 @@ __global__ void __launch_bounds__(flyops::rms_norm::kSplitThreads)
     for (int i = 0; i < St::kItems; ++i) {
       const int c = base + (i * St::kThreads + threadIdx.x) * kVec;
       if (c >= n) continue;
-      typename St::Frag xf, dyf, out;
+      typename St::Frag xf, dyf;
       tile::load<tile::CachePolicy::kStreaming>(xf, x + c);
       tile::load<tile::CachePolicy::kStreaming>(dyf, dy + c);
+      float out[kVec];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        const float xv = tile::to_float(xf.v[j]);
-        const float dyv = tile::to_float(dyf.v[j]);
+        const float xv = xf.get(j);
+        const float dyv = dyf.get(j);
         acc[i][j] += dyv * (xv * rstd);
-        out.v[j] = tile::from_float<T>(rstd * (dyv * tile::to_float(wf[i].v[j]) - xv * k));
+        out[j] = rstd * (dyv * wf[i].get(j) - xv * k);
       }
-      if (dx != nullptr) tile::store(dx + c, out);
+      if (dx != nullptr) tile::store(dx + c, St::Frag::pack(out));
     }
   }
   if (p.dweight == nullptr) return;

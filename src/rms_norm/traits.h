@@ -43,27 +43,35 @@ constexpr long long shape_capacity(int shape, int vec) {
   return static_cast<long long>(kShapes[shape].items) * kShapes[shape].threads_per_row * vec;
 }
 
-// Register budgets. A CTA must fit on an SM alone (65536 registers). The estimates are
-// fitted to ptxas on sm_90a (nvcc 13.0): the compiler keeps fp32 copies of the fragments, so
-// cost grows with the elements per thread E whatever the storage type. They keep each
-// shape the tables may pick clear of spills; `scripts/check-spills` checks the compiler.
+// Element kinds, as far as registers go: bf16 fragments stay packed (two per register)
+// until used, fp16 ones are widened early by the compiler (one register each).
+enum class Elem { kF32, kBF16, kF16 };
+
+// Register budgets. A CTA must fit on an SM alone (65536 registers). The estimates below
+// are fitted to ptxas on sm_90a (nvcc 13.0) and keep every shape the router may pick clear
+// of spills; `scripts/check-spills` checks the compiler agrees.
 constexpr int reg_budget(int threads_per_cta) {
   return 65536 / threads_per_cta < 255 ? 65536 / threads_per_cta : 255;
 }
 constexpr int elems_per_thread(int shape, int vec) { return kShapes[shape].items * vec; }
+constexpr int frag_regs(int shape, int vec, Elem e) {
+  return e == Elem::kBF16 && vec > 1 ? elems_per_thread(shape, vec) / 2 : elems_per_thread(shape, vec);
+}
 // Forward: x and the weight.
-constexpr bool fwd_fits(int shape, int vec, int /*elem_bytes*/) {
-  return 2 * elems_per_thread(shape, vec) + 28 <= reg_budget(kShapes[shape].threads_per_cta);
+constexpr bool fwd_fits(int shape, int vec, Elem e) {
+  return 2 * frag_regs(shape, vec, e) + 24 <= reg_budget(kShapes[shape].threads_per_cta);
 }
-// Backward: x, dy, the weight and the dweight sums; the sums move to shared memory when the
-// registers cannot hold them.
-constexpr bool bwd_acc_in_regs(int shape, int vec, int /*elem_bytes*/) {
-  return (11 * elems_per_thread(shape, vec)) / 2 + 16 <= reg_budget(kShapes[shape].threads_per_cta);
+// Backward: x, dy and the weight, plus fp32 dweight sums and temporaries; the sums move to
+// shared memory when the registers cannot hold them.
+constexpr bool bwd_acc_in_regs(int shape, int vec, Elem e) {
+  return 3 * frag_regs(shape, vec, e) + 2 * elems_per_thread(shape, vec) + 32 <=
+         reg_budget(kShapes[shape].threads_per_cta);
 }
-constexpr bool bwd_fits(int shape, int vec, int elem_bytes) {
-  return bwd_acc_in_regs(shape, vec, elem_bytes) ||
+constexpr bool bwd_fits(int shape, int vec, Elem e) {
+  return bwd_acc_in_regs(shape, vec, e) ||
          (kShapes[shape].threads_per_cta == kShapes[shape].threads_per_row &&
-          (9 * elems_per_thread(shape, vec)) / 2 + 16 <= reg_budget(kShapes[shape].threads_per_cta));
+          3 * frag_regs(shape, vec, e) + elems_per_thread(shape, vec) / 2 + 32 <=
+              reg_budget(kShapes[shape].threads_per_cta));
 }
 
 // Split path (rows too long for registers): a row-statistics kernel, then a kernel over

@@ -21,17 +21,17 @@ struct Table {
 };
 
 // forward, 16-bit elements, 8 per access
-inline constexpr Table<12> kFwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
+inline constexpr Table<13> kFwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
                                       {2048, 6}, {4096, 8}, {5120, 9}, {8192, 12}, {10240, 13},
-                                      {16384, 16}}};
+                                      {16384, 16}, {32768, 19}}};
 // forward, fp32, 4 per access
 inline constexpr Table<13> kFwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
                                       {1024, 6}, {2048, 8}, {2560, 9}, {4096, 12}, {5120, 13},
                                       {8192, 16}, {16384, 19}}};
 // backward, 16-bit elements, 8 per access: two fragments per thread keep registers (and so
 // resident rows per SM) in check
-inline constexpr Table<12> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 20},
-                                      {2048, 7}, {4096, 11}, {5120, 15}, {8192, 15}, {10240, 13}}};
+inline constexpr Table<11> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 20},
+                                      {2048, 7}, {4096, 11}, {8192, 15}, {10240, 13}, {16384, 16}}};
 // backward, fp32, 4 per access
 inline constexpr Table<12> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
                                       {1024, 6}, {2048, 8}, {2560, 9}, {4096, 12}, {5120, 13},
@@ -47,19 +47,20 @@ constexpr int lookup(const Table<kLen>& t, long long n) {
   return -1;
 }
 
-// Every entry must hold its rows and fit the register budget.
+// Every entry must hold its rows and fit the register budget. fp16 shares the 16-bit
+// tables; where an entry does not fit fp16's registers the router takes the split path.
 template <int kLen>
-constexpr bool table_ok(const Table<kLen>& t, int vec, int elem_bytes, bool bwd) {
+constexpr bool table_ok(const Table<kLen>& t, int vec, Elem e, bool bwd) {
   for (int i = 0; i < kLen; ++i) {
     const int s = t.e[i].shape;
     if (s < 0 || s >= kNumShapes || shape_capacity(s, vec) < t.e[i].max_n) return false;
-    if (bwd ? !bwd_fits(s, vec, elem_bytes) : !fwd_fits(s, vec, elem_bytes)) return false;
+    if (bwd ? !bwd_fits(s, vec, e) : !fwd_fits(s, vec, e)) return false;
   }
   return true;
 }
-static_assert(table_ok(kFwd16, 8, 2, false) && table_ok(kFwd32, 4, 4, false), "forward tables");
-static_assert(table_ok(kBwd16, 8, 2, true) && table_ok(kBwd32, 4, 4, true), "backward tables");
-static_assert(table_ok(kFwdScalar, 1, 2, false) && table_ok(kFwdScalar, 1, 4, false), "scalar fwd");
-static_assert(table_ok(kBwdScalar, 1, 2, true) && table_ok(kBwdScalar, 1, 4, true), "scalar bwd");
+static_assert(table_ok(kFwd16, 8, Elem::kBF16, false) && table_ok(kFwd32, 4, Elem::kF32, false));
+static_assert(table_ok(kBwd16, 8, Elem::kBF16, true) && table_ok(kBwd32, 4, Elem::kF32, true));
+static_assert(table_ok(kFwdScalar, 1, Elem::kF16, false) && table_ok(kFwdScalar, 1, Elem::kF32, false));
+static_assert(table_ok(kBwdScalar, 1, Elem::kF16, true) && table_ok(kBwdScalar, 1, Elem::kF32, true));
 
 }  // namespace flyops::rms_norm

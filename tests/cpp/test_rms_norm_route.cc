@@ -133,9 +133,10 @@ TEST(RmsNormRoute, EveryFusedChoiceHoldsItsRow) {
         ASSERT_TRUE(plan.flyops());
         if (plan.kind != RmsNormPlan::Kind::kFused) continue;
         ASSERT_GE(rms_norm::shape_capacity(plan.shape, plan.vec), N) << "N=" << N;
-        const int eb = static_cast<int>(dtype_size(t));
-        ASSERT_TRUE(b ? rms_norm::bwd_fits(plan.shape, plan.vec, eb)
-                      : rms_norm::fwd_fits(plan.shape, plan.vec, eb));
+        const auto e = t == DType::kFloat32 ? rms_norm::Elem::kF32
+                       : t == DType::kBFloat16 ? rms_norm::Elem::kBF16 : rms_norm::Elem::kF16;
+        ASSERT_TRUE(b ? rms_norm::bwd_fits(plan.shape, plan.vec, e)
+                      : rms_norm::fwd_fits(plan.shape, plan.vec, e));
         if (plan.vec > 1) ASSERT_EQ(N % plan.vec, 0);
       }
     }

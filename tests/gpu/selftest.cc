@@ -52,6 +52,10 @@ struct Codec {
       default: return reference::bf16_to_float(static_cast<const uint16_t*>(base)[i]);
     }
   }
+  // Half the spacing of the format's subnormals: the absolute rounding floor.
+  double tiny() const {
+    return t == DType::kFloat32 ? std::ldexp(1.0, -150) : t == DType::kFloat16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -134);
+  }
   // Unit roundoff of the storage format.
   double unit() const {
     return t == DType::kFloat32 ? std::ldexp(1.0, -24) : t == DType::kFloat16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
@@ -150,8 +154,7 @@ void run_case(const Case& c) {
     if (!(std::fabs(hrstd[i] - rrstd[i]) <= rs_tol)) return fail(c, "rstd", hrstd[i], rrstd[i], rs_tol);
     for (int64_t j = 0; j < N; ++j) {
       const double got = k.get(hy.data(), i * S + j), want = ry[i * N + j];
-      const double tol = k.unit() * std::fabs(want) + 16 * std::ldexp(1.0, -24) * (std::fabs(want) + 1e-30) +
-                         1e-30;
+      const double tol = k.unit() * std::fabs(want) + 16 * std::ldexp(1.0, -24) * std::fabs(want) + k.tiny();
       if (!(std::fabs(got - want) <= tol)) return fail(c, "y", got, want, tol);
     }
   }
@@ -202,7 +205,8 @@ void run_case(const Case& c) {
       const double got = k.get(hdx.data(), i * S + j), want = rdx[i * N + j];
       const double g = std::fabs(rdy[i * N + j] * (c.weight ? rw[j] : 1.0));
       const double scale = r * g + std::fabs(rx[i * N + j]) * r * r * r * sabs / N;
-      const double tol = k.unit() * std::fabs(want) + 64 * std::ldexp(1.0, -24) * scale * std::sqrt(double(N)) + 1e-30;
+      const double tol =
+          k.unit() * std::fabs(want) + 64 * std::ldexp(1.0, -24) * scale * std::sqrt(double(N)) + k.tiny();
       if (!(std::fabs(got - want) <= tol)) return fail(c, "dx", got, want, tol);
     }
   }
@@ -212,7 +216,8 @@ void run_case(const Case& c) {
       double sabs = 0;
       for (int64_t i = 0; i < M; ++i) sabs += std::fabs(rdy[i * N + j] * rx[i * N + j] * grstd[i]);
       const double got = k.get(hdw.data(), j), want = rdw[j];
-      const double tol = k.unit() * std::fabs(want) + 8 * std::ldexp(1.0, -24) * sabs * std::sqrt(double(M) + 1) + 1e-30;
+      const double tol =
+          k.unit() * std::fabs(want) + 8 * std::ldexp(1.0, -24) * sabs * std::sqrt(double(M) + 1) + k.tiny();
       if (!(std::fabs(got - want) <= tol)) return fail(c, "dweight", got, want, tol);
     }
   }
@@ -243,7 +248,7 @@ int main(int argc, char** argv) {
   if (sanitize) {
     // warp rows (multi-row CTAs), block rows, scalar accesses, the split path, no rows
     for (DType t : {DType::kBFloat16, DType::kFloat32})
-      for (int64_t N : {24, 1000, 4096, 4097, 40000})
+      for (int64_t N : {24, 1000, 4096, 4097, 16384, 40000})
         for (int64_t M : {0, 5, 67}) run_case({t, M, N, true});
     run_case({DType::kFloat16, 9, 5120, false});
     run_case({DType::kBFloat16, 3, 4096, true, 8, 1});

@@ -15,15 +15,30 @@ def fwd(x, w, eps):
     return (y * w.double() if w is not None else y), rstd
 
 
+class Grad:
+    """float64 gradients, with the magnitudes of the terms each one is computed from: both
+    dx = rstd * (g - x * coef) and dw = sum over rows can cancel, and fp32 rounding scales
+    with the terms, not with the (possibly tiny) result."""
+
+    def __init__(self, dy, x, w, eps):
+        x64, dy64 = x.double(), dy.double()
+        rstd = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+        g = dy64 * w.double() if w is not None else dy64
+        coef = rstd * rstd * (g * x64).mean(-1, keepdim=True)
+        self.dx = rstd * (g - x64 * coef)
+        terms = rstd * (g.abs() + (x64 * coef).abs())
+        self.dx_scale = float(terms.max().item()) if terms.numel() else 0.0
+        if w is not None:
+            per_row = (dy64 * x64 * rstd).reshape(-1, x.shape[-1])
+            self.dw = per_row.sum(0)
+            self.dw_scale = float(per_row.abs().sum(0).max().item()) if per_row.numel() else 0.0
+        else:
+            self.dw, self.dw_scale = None, 0.0
+
+
 def bwd(dy, x, w, eps):
-    """dx and dw from float64 statistics (not the kernels' fp32 rstd)."""
-    x64, dy64 = x.double(), dy.double()
-    rstd = torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
-    g = dy64 * w.double() if w is not None else dy64
-    coef = rstd * rstd * (g * x64).mean(-1, keepdim=True)
-    dx = rstd * (g - x64 * coef)
-    dw = (dy64 * x64 * rstd).reshape(-1, x.shape[-1]).sum(0) if w is not None else None
-    return dx, dw
+    g = Grad(dy, x, w, eps)
+    return g.dx, g.dw
 
 
 def max_err(out, ref):
@@ -32,14 +47,16 @@ def max_err(out, ref):
     return float((out.double() - ref).abs().max().item())
 
 
-def check(ours, stock, ref, dtype, terms):
-    """ours within 2x stock's error plus rounding: one unit of the output format plus fp32
-    accumulation over `terms` summands, both at the reference's largest magnitude."""
+def check(ours, stock, ref, dtype, terms, scale=None):
+    """ours within 2x stock's error plus rounding: one unit of the output format at the
+    reference's largest magnitude, plus fp32 accumulation over `terms` summands at `scale`
+    (the largest magnitude of the summed terms; default the reference's)."""
     assert ours.shape == ref.shape and ours.dtype == stock.dtype, (ours.shape, ref.shape, ours.dtype)
     if ours.numel() == 0:
         return
     assert not torch.isnan(ours).any(), "NaN in output (unwritten or wrong)"
-    scale = float(ref.abs().max().item())
-    rounding = scale * (UNIT_ROUNDOFF[dtype] + 4 * 2.0**-24 * math.sqrt(max(terms, 1)))
+    top = float(ref.abs().max().item())
+    scale = top if scale is None else scale
+    rounding = top * UNIT_ROUNDOFF[dtype] + scale * 4 * 2.0**-24 * math.sqrt(max(terms, 1))
     e_ours, e_stock = max_err(ours, ref), max_err(stock, ref)
     assert e_ours <= 2 * e_stock + rounding, f"error {e_ours:.3e} vs stock {e_stock:.3e} (+{rounding:.3e})"

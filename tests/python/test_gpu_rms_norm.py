@@ -80,14 +80,14 @@ def test_backward_grid(dtype, weight, N, M):
     before = counts("rms_norm_backward")
     dx, dw = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], rstd, w, [True, weight])
     assert counts("rms_norm_backward")[0] == before[0] + 1
-    dx_ref, dw_ref = ref.bwd(dy, x, w, EPS)
-    ref.check(dx, dx_s, dx_ref, dtype, N)
+    g = ref.Grad(dy, x, w, EPS)
+    ref.check(dx, dx_s, g.dx, dtype, N, g.dx_scale)
     if weight:
         assert dw.shape == dw_s.shape and dw.dtype == dw_s.dtype
         if M == 0:
             assert torch.equal(dw, torch.zeros_like(dw)) and torch.equal(dw_s, dw)
         else:
-            ref.check(dw, dw_s, dw_ref, dtype, M)
+            ref.check(dw, dw_s, g.dw, dtype, M, g.dw_scale)
     else:
         assert (dw is None) == (dw_s is None)
 
@@ -118,10 +118,10 @@ def test_pairings_stock_and_ours(dtype):
         ref_pair = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], r_stock, w, [True, True])
         stock_bwd_our_rstd = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], r_ours, w, [True, True])
     our_bwd_stock_rstd = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], r_stock, w, [True, True])
-    dx_ref, dw_ref = ref.bwd(dy, x, w, EPS)
+    g = ref.Grad(dy, x, w, EPS)
     for got in (stock_bwd_our_rstd, our_bwd_stock_rstd):
-        ref.check(got[0], ref_pair[0], dx_ref, dtype, N)
-        ref.check(got[1], ref_pair[1], dw_ref, dtype, M)
+        ref.check(got[0], ref_pair[0], g.dx, dtype, N, g.dx_scale)
+        ref.check(got[1], ref_pair[1], g.dw, dtype, M, g.dw_scale)
 
 
 def test_eps_none_means_what_stock_makes_of_it():
@@ -177,9 +177,9 @@ def test_autograd_gradients(dtype):
     gx, gw = grads(True)
     assert counts("rms_norm_backward")[0] == b + 1
     sx, sw = grads(False)
-    dx_ref, dw_ref = ref.bwd(dy, x0, w0, EPS)
-    ref.check(gx, sx, dx_ref, dtype, N)
-    ref.check(gw, sw, dw_ref, dtype, M)
+    g = ref.Grad(dy, x0, w0, EPS)
+    ref.check(gx, sx, g.dx, dtype, N, g.dx_scale)
+    ref.check(gw, sw, g.dw, dtype, M, g.dw_scale)
 
 
 def test_double_backward_still_works():
@@ -251,10 +251,10 @@ def test_cuda_graph_capture_and_replay():
             y_s, r_s = torch.ops.aten._fused_rms_norm(static_x, [N], w, EPS)
             dx_s, dw_s = torch.ops.aten._fused_rms_norm_backward(dy, static_x, [N], r_s, w, [True, True])
         y_ref, _ = ref.fwd(static_x, w, EPS)
-        dx_ref, dw_ref = ref.bwd(dy, static_x, w, EPS)
+        gr = ref.Grad(dy, static_x, w, EPS)
         ref.check(y, y_s, y_ref, torch.bfloat16, N)
-        ref.check(dx, dx_s, dx_ref, torch.bfloat16, N)
-        ref.check(dw, dw_s, dw_ref, torch.bfloat16, M)
+        ref.check(dx, dx_s, gr.dx, torch.bfloat16, N, gr.dx_scale)
+        ref.check(dw, dw_s, gr.dw, torch.bfloat16, M, gr.dw_scale)
 
 
 def test_torch_compile_fullgraph_works_with_flyops_loaded():
