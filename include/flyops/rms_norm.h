@@ -91,5 +91,7 @@ Status rms_norm_bwd(const RmsNormBwdParams& p, const RmsNormPlan& plan);
 // against concurrent calls; meant for benchmarks that compare configurations.
 void rms_norm_force_shape(int shape);
 int rms_norm_num_shapes();
+// Row shape `shape`: fragments per thread, threads per row, threads per CTA, stages.
+void rms_norm_shape_info(int shape, int out[4]);
 
 }  // namespace flyops

@@ -15,6 +15,7 @@ namespace flyops::rms_norm {
 template <typename T, int kVec, int kShape>
 struct BwdTraits : RowTraits<T, kVec, kShape> {
   using Base = RowTraits<T, kVec, kShape>;
+  static constexpr int kStages = kShapes[kShape].stages;
   static constexpr bool kAccInRegs = bwd_acc_in_regs(
       kShape, kVec, std::is_same_v<T, float> ? Elem::kF32 : std::is_same_v<T, tile::bf16> ? Elem::kBF16 : Elem::kF16);
   static constexpr int kAccFloats = Base::kItems * kVec;
@@ -66,15 +67,33 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
 #pragma unroll
     for (int j = 0; j < kVec; ++j) acc.at(i, j) = 0.f;
 
-  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+  // The rows of one row group, loaded into registers. With two stages the next group's
+  // loads are issued before the current group's reduction, so they overlap it.
+  struct Rows {
+    typename Bt::Frag x[kI], dy[kI];
+    float rstd;
+    bool ok;
+  };
+  auto load_rows = [&](int64_t grp, Rows& r) {
     const int64_t row = grp * Bt::kRowsPerCta + slot;
-    const bool row_ok = row < p.M;
-    typename Bt::Frag xf[kI], dyf[kI];
+    r.ok = grp < groups && row < p.M;
     Tile::template load<tile::CachePolicy::kStreaming>(
-        xf, static_cast<const T*>(p.x) + row * p.x_row_stride, lane_in_row, n, row_ok);
+        r.x, static_cast<const T*>(p.x) + row * p.x_row_stride, lane_in_row, n, r.ok);
     Tile::template load<tile::CachePolicy::kStreaming>(
-        dyf, static_cast<const T*>(p.dy) + row * p.dy_row_stride, lane_in_row, n, row_ok);
-    const float rstd = row_ok ? p.rstd[row] : 0.f;
+        r.dy, static_cast<const T*>(p.dy) + row * p.dy_row_stride, lane_in_row, n, r.ok);
+    r.rstd = r.ok ? p.rstd[row] : 0.f;
+  };
+
+  Rows cur;
+  load_rows(blockIdx.x, cur);
+  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+    Rows next;
+    if constexpr (Bt::kStages == 2) load_rows(grp + gridDim.x, next);
+    const int64_t row = grp * Bt::kRowsPerCta + slot;
+    const bool row_ok = cur.ok;
+    const auto& xf = cur.x;
+    const auto& dyf = cur.dy;
+    const float rstd = cur.rstd;
 
     float dot = 0.f;
 #pragma unroll
@@ -101,6 +120,10 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
         tile::store(dx + Tile::col(i, lane_in_row), Bt::Frag::pack(out));
       }
     }
+    if constexpr (Bt::kStages == 2)
+      cur = next;
+    else
+      load_rows(grp + gridDim.x, cur);
   }
 
   if (p.dweight == nullptr) return;

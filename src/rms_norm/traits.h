@@ -11,6 +11,7 @@ struct RowShape {
   int items;
   int threads_per_row;
   int threads_per_cta;
+  int stages = 1;  // backward: 2 issues the next row group's loads before this one's reduction
 };
 
 // The index is the shape id in the router's tables, the launch switch and FLYOPS tuning.
@@ -36,6 +37,15 @@ inline constexpr RowShape kShapes[] = {
     {2, 1024, 1024},  // 18
     {4, 1024, 1024},  // 19
     {2, 64, 64},      // 20
+    // backward, double-buffered rows
+    {4, 32, 128, 2},    // 21
+    {2, 128, 128, 2},   // 22
+    {4, 128, 128, 2},   // 23
+    {2, 256, 256, 2},   // 24
+    {4, 256, 256, 2},   // 25
+    {2, 512, 512, 2},   // 26
+    {4, 512, 512, 2},   // 27
+    {2, 1024, 1024, 2}, // 28
 };
 inline constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
@@ -57,20 +67,27 @@ constexpr int elems_per_thread(int shape, int vec) { return kShapes[shape].items
 constexpr int frag_regs(int shape, int vec, Elem e) {
   return e == Elem::kBF16 && vec > 1 ? elems_per_thread(shape, vec) / 2 : elems_per_thread(shape, vec);
 }
-// Forward: x and the weight.
+// Forward: x and the weight. (Its CTAs take one row group each; stages apply to the
+// persistent backward only.)
 constexpr bool fwd_fits(int shape, int vec, Elem e) {
-  return 2 * frag_regs(shape, vec, e) + 24 <= reg_budget(kShapes[shape].threads_per_cta);
+  return kShapes[shape].stages == 1 &&
+         2 * frag_regs(shape, vec, e) + 24 <= reg_budget(kShapes[shape].threads_per_cta);
 }
 // Backward: x, dy and the weight, plus fp32 dweight sums and temporaries; the sums move to
 // shared memory when the registers cannot hold them.
+// With two stages the next rows' x and dy are live too, and a few more addresses.
+constexpr int bwd_frags(int shape) { return kShapes[shape].stages == 2 ? 5 : 3; }
+constexpr int bwd_overhead(int shape) { return kShapes[shape].stages == 2 ? 40 : 32; }
 constexpr bool bwd_acc_in_regs(int shape, int vec, Elem e) {
-  return 3 * frag_regs(shape, vec, e) + 2 * elems_per_thread(shape, vec) + 32 <=
+  return bwd_frags(shape) * frag_regs(shape, vec, e) + 2 * elems_per_thread(shape, vec) +
+             bwd_overhead(shape) <=
          reg_budget(kShapes[shape].threads_per_cta);
 }
 constexpr bool bwd_fits(int shape, int vec, Elem e) {
   return bwd_acc_in_regs(shape, vec, e) ||
          (kShapes[shape].threads_per_cta == kShapes[shape].threads_per_row &&
-          3 * frag_regs(shape, vec, e) + elems_per_thread(shape, vec) / 2 + 32 <=
+          bwd_frags(shape) * frag_regs(shape, vec, e) + elems_per_thread(shape, vec) / 2 +
+                  bwd_overhead(shape) <=
               reg_budget(kShapes[shape].threads_per_cta));
 }
 
@@ -80,7 +97,7 @@ inline constexpr int kSplitThreads = 256;
 inline constexpr int kSplitItems = 4;
 
 constexpr bool valid_shape(RowShape s) {
-  return s.items > 0 && s.threads_per_row > 0 && s.threads_per_cta % 32 == 0 &&
+  return (s.stages == 1 || s.stages == 2) && s.items > 0 && s.threads_per_row > 0 && s.threads_per_cta % 32 == 0 &&
          s.threads_per_cta <= 1024 &&
          (s.threads_per_row <= 32 ? s.threads_per_cta % s.threads_per_row == 0
                                   : s.threads_per_row == s.threads_per_cta) &&

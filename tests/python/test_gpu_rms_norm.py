@@ -142,6 +142,42 @@ def test_determinism_of_dweight():
     assert all(torch.equal(outs[0].view(torch.int16), o.view(torch.int16)) for o in outs[1:])
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_row_shape(dtype):
+    """Every instantiated row shape, forced, on a row that almost fills it and enough rows
+    for several row groups per CTA: the tuned table may pick any of them tomorrow."""
+    vec = 16 // torch.empty((), dtype=dtype).element_size()
+    tried = 0
+    try:
+        for shape in range(torch.ops.flyops._rms_norm_num_shapes()):
+            items, tpr, cta, stages = torch.ops.flyops._rms_norm_shape_info(shape)
+            tag = f",{items}x{tpr}/{cta}{',2-stage' if stages == 2 else ''}>"
+            N = max(vec, items * tpr * vec - vec)
+            x, w = make(700, N, dtype)
+            dy = torch.randn_like(x)
+            with flyops.disabled():
+                y_s, r_s = torch.ops.aten._fused_rms_norm(x, [N], w, EPS)
+                dx_s, dw_s = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], r_s, w, [True, True])
+            torch.ops.flyops._rms_norm_force_shape(shape)
+            for direction in ("fwd", "bwd"):
+                name = (torch.ops.flyops._route_rms_norm(x, [N], w, EPS) if direction == "fwd" else
+                        torch.ops.flyops._route_rms_norm_backward(dy, x, [N], r_s, w, [True, True]))
+                if not name.endswith(tag):
+                    continue  # does not fit this dtype's registers: never chosen
+                tried += 1
+                if direction == "fwd":
+                    y, r = torch.ops.aten._fused_rms_norm(x, [N], w, EPS)
+                    ref.check(y, y_s, ref.fwd(x, w, EPS)[0], dtype, N)
+                else:
+                    dx, dw = torch.ops.aten._fused_rms_norm_backward(dy, x, [N], r_s, w, [True, True])
+                    g = ref.Grad(dy, x, w, EPS)
+                    ref.check(dx, dx_s, g.dx, dtype, N, g.dx_scale)
+                    ref.check(dw, dw_s, g.dw, dtype, 700, g.dw_scale)
+    finally:
+        torch.ops.flyops._rms_norm_force_shape(-1)
+    assert tried >= 20
+
+
 # ---- the public API: F.rms_norm, nn.RMSNorm, autograd, graphs, compile --------------------
 
 def test_functional_and_module_reach_flyops():
