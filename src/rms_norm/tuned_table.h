@@ -1,8 +1,9 @@
 // Row shape per N for each (direction, element size, vector width): the first entry whose
 // max_n >= N wins; N past the last entry takes the split path.
-// Provenance: H200 sweep of every fitting shape at M*N = 64M elements, 2026-11-29
+// Provenance: H200 sweeps of every fitting shape at M*N = 64M elements, 2026-11-29
 // (`python -m flyops.bench --op rms_norm --tune`, bench/results/h200/rms_norm_tune.json);
-// entries below 1024 and the scalar tables are not swept (launch-bound or rare).
+// where the best and the runner-up were within 1% the exact-fit shape was kept. Entries
+// below 1024 and the scalar tables are not swept (launch-bound or rare).
 #pragma once
 
 #include "traits.h"
@@ -28,12 +29,13 @@ inline constexpr Table<13> kFwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512
 inline constexpr Table<12> kFwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
                                       {1024, 7}, {2048, 10}, {4096, 15}, {5120, 14}, {8192, 16},
                                       {16384, 17}}};
-// backward, 16-bit elements, 8 per access
-inline constexpr Table<11> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
-                                      {2048, 6}, {4096, 9}, {5120, 12}, {8192, 15}, {16384, 18}}};
+// backward, 16-bit elements, 8 per access (",2-stage" shapes prefetch the next rows)
+inline constexpr Table<12> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
+                                      {2048, 22}, {4096, 11}, {5120, 10}, {8192, 26}, {10240, 14},
+                                      {16384, 16}}};
 // backward, fp32, 4 per access
-inline constexpr Table<10> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
-                                      {1024, 8}, {2048, 11}, {5120, 13}, {8192, 16}}};
+inline constexpr Table<11> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
+                                      {1024, 8}, {2048, 10}, {4096, 26}, {5120, 27}, {8192, 27}}};
 // one element per access (unaligned pointers or N not a multiple of the vector)
 inline constexpr Table<5> kFwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
 inline constexpr Table<5> kBwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
