@@ -7,7 +7,7 @@
 
 namespace flyops::rms_norm {
 inline constexpr int kReduceCols = 32;
-inline constexpr int kReduceSlices = 8;
+inline constexpr int kReduceSlices = 32;
 }  // namespace flyops::rms_norm
 
 template <typename T>
@@ -23,6 +23,7 @@ __global__ void __launch_bounds__(flyops::rms_norm::kReduceCols* flyops::rms_nor
   const int c = blockIdx.x * kCols + lane;
   float s = 0.f;
   if (c < n) {
+#pragma unroll 4
     for (int64_t b = slice; b < rows; b += kSlices) s += partials[b * n + c];
   }
   sums[slice][lane] = s;

@@ -45,6 +45,13 @@ struct RowTile {
   }
 
   template <typename T>
+  FLYOPS_DEVICE static Frag load_weight_frag(const T* w, int i, int lane_in_row) {
+    Frag f;
+    tile::load(f, w + col(i, lane_in_row));
+    return f;
+  }
+
+  template <typename T>
   FLYOPS_DEVICE static void load_weight(Frag (&f)[Tr::kItems], const T* w, int lane_in_row,
                                         int n) {
 #pragma unroll

@@ -67,11 +67,17 @@ constexpr int elems_per_thread(int shape, int vec) { return kShapes[shape].items
 constexpr int frag_regs(int shape, int vec, Elem e) {
   return e == Elem::kBF16 && vec > 1 ? elems_per_thread(shape, vec) / 2 : elems_per_thread(shape, vec);
 }
-// Forward: x and the weight. (Its CTAs take one row group each; stages apply to the
-// persistent backward only.)
+// Forward: x, and the weight. Wide fp32 rows read the weight in the epilogue, two fragments
+// at a time, instead of holding all of it next to x: half the registers, twice the rows in
+// flight per SM (the weight comes from L1/L2). (Forward CTAs take one row group each;
+// stages apply to the persistent backward only.)
+constexpr bool fwd_weight_late(int shape, int vec, Elem e) {
+  return e == Elem::kF32 && elems_per_thread(shape, vec) >= 16;
+}
 constexpr bool fwd_fits(int shape, int vec, Elem e) {
+  const int weight = fwd_weight_late(shape, vec, e) ? 2 * vec : frag_regs(shape, vec, e);
   return kShapes[shape].stages == 1 &&
-         2 * frag_regs(shape, vec, e) + 24 <= reg_budget(kShapes[shape].threads_per_cta);
+         frag_regs(shape, vec, e) + weight + 24 <= reg_budget(kShapes[shape].threads_per_cta);
 }
 // Backward: x, dy and the weight, plus fp32 dweight sums and temporaries; the sums move to
 // shared memory when the registers cannot hold them.

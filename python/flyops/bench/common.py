@@ -18,7 +18,9 @@ import torch
 import flyops
 
 L2_FLUSH_BYTES = 256 << 20
-METHOD = "median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before each"
+METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before "
+          "each; stock and flyops alternate in {rounds} rounds of {per_round}")
+ROUNDS = 3
 
 
 class Timer:
@@ -28,20 +30,25 @@ class Timer:
         self._flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
 
     def method(self):
-        return METHOD.format(reps=self.reps, warmup=self.warmup)
+        return METHOD.format(reps=self.reps, warmup=self.warmup, rounds=ROUNDS,
+                             per_round=-(-self.reps // ROUNDS))
 
-    def device_ms(self, fn):
-        for _ in range(self.warmup):
+    def samples(self, fn, reps=None, warmup=None):
+        for _ in range(self.warmup if warmup is None else warmup):
             fn()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
+        n = self.reps if reps is None else reps
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for s, e in zip(starts, ends):
             self._flush.zero_()
             s.record()
             fn()
             e.record()
         torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def device_ms(self, fn):
+        return statistics.median(self.samples(fn))
 
     @staticmethod
     def host_ms(fn, calls=1000, warmup=50):
@@ -64,10 +71,16 @@ class Timer:
 
 
 def stock_and_flyops(timer, fn):
-    with flyops.disabled():
-        stock = timer.device_ms(fn)
-    ours = timer.device_ms(fn)
-    return stock, ours
+    """Medians of stock and flyops, timed in alternating rounds so that clock and thermal
+    drift during the run fall on both alike."""
+    per_round = -(-timer.reps // ROUNDS)
+    stock, ours = [], []
+    for r in range(ROUNDS):
+        warm = timer.warmup if r == 0 else 2
+        with flyops.disabled():
+            stock += timer.samples(fn, per_round, warm)
+        ours += timer.samples(fn, per_round, warm)
+    return statistics.median(stock), statistics.median(ours)
 
 
 def routed(op, fn):
