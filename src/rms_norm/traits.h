@@ -67,12 +67,19 @@ constexpr int elems_per_thread(int shape, int vec) { return kShapes[shape].items
 constexpr int frag_regs(int shape, int vec, Elem e) {
   return e == Elem::kBF16 && vec > 1 ? elems_per_thread(shape, vec) / 2 : elems_per_thread(shape, vec);
 }
-// Forward: x, and the weight. Wide fp32 rows read the weight in the epilogue, two fragments
-// at a time, instead of holding all of it next to x: half the registers, twice the rows in
-// flight per SM (the weight comes from L1/L2). (Forward CTAs take one row group each;
-// stages apply to the persistent backward only.)
+// Forward: x, and the weight. An fp32 shape whose weight fragments would leave room for only
+// one CTA per SM reads the weight in the epilogue instead, two fragments at a time (from
+// L1/L2), when that lets a second CTA in: two rows in flight instead of one. Elsewhere the
+// weight is loaded up front, its latency hidden by the reduction (measured: reading it late
+// everywhere cost 2-4% on mid-size rows and 25% on decode rows; bench/results, run 5).
+// (Forward CTAs take one row group each; stages apply to the persistent backward only.)
+constexpr int ctas_per_sm(int shape, int regs) {
+  return 65536 / (kShapes[shape].threads_per_cta * regs);
+}
 constexpr bool fwd_weight_late(int shape, int vec, Elem e) {
-  return e == Elem::kF32 && elems_per_thread(shape, vec) >= 16;
+  const int x = frag_regs(shape, vec, e);
+  return e == Elem::kF32 && ctas_per_sm(shape, 2 * x + 24) < 2 &&
+         ctas_per_sm(shape, x + 2 * vec + 24) >= 2;
 }
 constexpr bool fwd_fits(int shape, int vec, Elem e) {
   const int weight = fwd_weight_late(shape, vec, e) ? 2 * vec : frag_regs(shape, vec, e);
