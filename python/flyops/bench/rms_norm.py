@@ -262,7 +262,7 @@ def plot(result, path):
     fig, axes = plt.subplots(len(passes), 1, figsize=(14, 3.6 * len(passes)), squeeze=False)
     for ax, p in zip(axes[:, 0], passes):
         sel = [c for c in result["cases"] if c["pass"] == p]
-        names = [c["name"].split(" ", 1)[1] for c in sel]
+        names = [c["name"] if p == "compile" else c["name"].split(" ", 1)[1] for c in sel]
         ax.bar(range(len(sel)), [c["speedup"] for c in sel], color="tab:blue", label="speedup over stock")
         if p in ("fwd", "bwd"):
             frac = [c["flyops_GBps"] / c["copy_GBps"] for c in sel]
