@@ -110,9 +110,9 @@ TORCH_LIBRARY(flyops, m) {
         [](int64_t shape) { rms_norm_force_shape(int(shape)); });
   m.def("_rms_norm_num_shapes() -> int", [] { return int64_t{rms_norm_num_shapes()}; });
   m.def("_rms_norm_shape_info(int shape) -> int[]", [](int64_t shape) {
-    int v[4];
+    int v[5];
     rms_norm_shape_info(int(shape), v);
-    return std::vector<int64_t>(v, v + 4);
+    return std::vector<int64_t>(v, v + 5);
   });
 }
 

@@ -91,7 +91,8 @@ Status rms_norm_bwd(const RmsNormBwdParams& p, const RmsNormPlan& plan);
 // against concurrent calls; meant for benchmarks that compare configurations.
 void rms_norm_force_shape(int shape);
 int rms_norm_num_shapes();
-// Row shape `shape`: fragments per thread, threads per row, threads per CTA, stages.
-void rms_norm_shape_info(int shape, int out[4]);
+// Row shape `shape`: fragments per thread, threads per row, threads per CTA, stages,
+// CTAs per row (cluster size).
+void rms_norm_shape_info(int shape, int out[5]);
 
 }  // namespace flyops

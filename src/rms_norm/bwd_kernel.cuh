@@ -4,10 +4,13 @@
 // sees depend only on (M, grid). Each thread owns fixed columns, so its dweight sums stay
 // put across rows (registers, or shared memory for the widest shapes); at the end the CTA
 // writes one fp32 partial row (partials[b][0..N)), which dw_reduce sums in a fixed order:
-// the same bits on every run.
+// the same bits on every run. Rows too long for one CTA are spread over a cluster of CTAs
+// (one slice each, see row_tile.cuh) whose row sums meet through distributed shared memory;
+// the cluster then plays the part of the CTA in the schedule and in the partial rows.
 #pragma once
 
 #include "flyops/rms_norm.h"
+#include "flyops/tile/cluster.h"
 #include "row_tile.cuh"
 
 namespace flyops::rms_norm {
@@ -49,9 +52,14 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
   using Tile = rms_norm::RowTile<Bt>;
   constexpr int kI = Bt::kItems;
   __shared__ float red[Bt::kWarps];
+  __shared__ float cluster_slots[2];
   extern __shared__ float dyn_smem[];
 
-  const int lane_in_row = threadIdx.x % Bt::kThreadsPerRow;
+  constexpr int kCluster = Bt::kCluster;
+  const int rank = kCluster > 1 ? static_cast<int>(tile::cluster_rank()) : 0;
+  const int64_t first = kCluster > 1 ? int64_t(tile::cluster_index()) : int64_t(blockIdx.x);
+  const int64_t stride = kCluster > 1 ? int64_t(tile::cluster_count()) : int64_t(gridDim.x);
+  const int lane_in_row = rank * Bt::kThreadsPerRow + static_cast<int>(threadIdx.x % Bt::kThreadsPerRow);
   const int slot = threadIdx.x / Bt::kThreadsPerRow;
   const int n = static_cast<int>(p.N);
   const float inv_n = 1.f / static_cast<float>(n);
@@ -85,10 +93,11 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
   };
 
   Rows cur;
-  load_rows(blockIdx.x, cur);
-  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+  load_rows(first, cur);
+  int parity = 0;
+  for (int64_t grp = first; grp < groups; grp += stride) {
     Rows next;
-    if constexpr (Bt::kStages == 2) load_rows(grp + gridDim.x, next);
+    if constexpr (Bt::kStages == 2) load_rows(grp + stride, next);
     const int64_t row = grp * Bt::kRowsPerCta + slot;
     const bool row_ok = cur.ok;
     const auto& xf = cur.x;
@@ -106,6 +115,10 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
         dot += dyv * wf[i].get(j) * xv;
       }
     dot = tile::row_allreduce_sum<Bt::kThreadsPerRow, Bt::kThreads>(dot, red);
+    if constexpr (kCluster > 1) {
+      dot = tile::cluster_sum<kCluster>(dot, &cluster_slots[parity]);
+      parity ^= 1;
+    }
     const float coef = rstd * rstd * dot * inv_n;
 
     if (row_ok && p.dx != nullptr) {
@@ -123,11 +136,13 @@ __global__ void __launch_bounds__(flyops::rms_norm::kShapes[kShape].threads_per_
     if constexpr (Bt::kStages == 2)
       cur = next;
     else
-      load_rows(grp + gridDim.x, cur);
+      load_rows(grp + stride, cur);
   }
+  // No CTA may leave (and free its shared memory) while a peer still reads its slot.
+  if constexpr (kCluster > 1) tile::cluster_sync();
 
   if (p.dweight == nullptr) return;
-  float* part = partials + int64_t(blockIdx.x) * n;
+  float* part = partials + first * n;
   if constexpr (Bt::kRowsPerCta == 1) {
 #pragma unroll
     for (int i = 0; i < kI; ++i) {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/per_device.h"
+#include "flyops/tile/launch.h"
 
 #include "bwd_kernel.cuh"
 #include "dw_reduce.cuh"
@@ -78,35 +79,40 @@ struct Launcher {
     return &flyops_rms_norm_bwd<T, kVec, kShape>;
   }
 
-  // Resident CTAs per SM, asked once per device (which also lifts the dynamic shared
-  // memory limit there, a per-device setting).
+  // Resident CTAs (clusters, for cluster shapes) on the whole device, asked once per device
+  // (which also lifts the dynamic shared memory limit there, a per-device setting).
   template <int kVec, int kShape>
-  static int bwd_ctas_per_sm(const DeviceInfo& dev) {
+  static int bwd_resident_units(const DeviceInfo& dev) {
     using Bt = BwdTraits<T, kVec, kShape>;
-    return per_device_once<Launcher<T>, kVec * 1000 + kShape>(dev.index, [] {
+    return per_device_once<Launcher<T>, kVec * 1000 + kShape>(dev.index, [&] {
       auto k = bwd_kernel<kVec, kShape>();
       if (Bt::kSmemBytes > 48 * 1024)
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Bt::kSmemBytes);
-      int blocks = 0;
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, Bt::kThreads, Bt::kSmemBytes) !=
-          cudaSuccess) {
-        cudaGetLastError();
-        blocks = 1;
+      int units = 0;
+      if constexpr (Bt::kCluster > 1) {
+        units = tile::max_active_clusters(k, dim3(Bt::kThreads), Bt::kSmemBytes, Bt::kCluster);
+      } else {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, Bt::kThreads, Bt::kSmemBytes) !=
+            cudaSuccess)
+          cudaGetLastError();
+        units = per_sm * dev.sm_count;
       }
-      return blocks > 0 ? blocks : 1;
+      return units > 0 ? units : 1;
     });
   }
 
-  // The persistent grid: every CTA resident at once. Each CTA also writes one fp32 partial
-  // row of dweight, so when rows are few, CTAs take at least 8 row groups each (but the
-  // grid keeps 2 CTAs per SM): at M = 4096 that cuts the partials from a quarter of the
-  // backward's bytes to about a tenth.
+  // The persistent grid, in CTAs (clusters for cluster shapes): every one resident at once.
+  // Each also writes one fp32 partial row of dweight, so when rows are few each takes at
+  // least 8 row groups (but the grid keeps 2 CTAs per SM): at M = 4096 that cuts the
+  // partials from a quarter of the backward's bytes to about a tenth.
   template <int kVec, int kShape>
   static int64_t fused_bwd_grid(int64_t M, const DeviceInfo& dev) {
     using Bt = BwdTraits<T, kVec, kShape>;
     const int64_t groups = ceil_div64(M, Bt::kRowsPerCta);
-    const int64_t resident = int64_t(dev.sm_count) * bwd_ctas_per_sm<kVec, kShape>(dev);
-    const int64_t wanted = std::max<int64_t>(2 * int64_t(dev.sm_count), ceil_div64(groups, 8));
+    const int64_t resident = bwd_resident_units<kVec, kShape>(dev);
+    const int64_t wanted =
+        std::max<int64_t>(2 * int64_t(dev.sm_count) / Bt::kCluster, ceil_div64(groups, 8));
     return std::max<int64_t>(1, std::min({groups, resident, wanted}));
   }
 
@@ -116,11 +122,19 @@ struct Launcher {
       return Status::kUnsupported;
     } else {
       using Bt = BwdTraits<T, kVec, kShape>;
-      const int64_t grid = fused_bwd_grid<kVec, kShape>(p.M, device_info(p.device));
-      if (p.M > 0)
-        flyops_rms_norm_bwd<T, kVec, kShape><<<grid, Bt::kThreads, Bt::kSmemBytes, p.stream>>>(p, partials);
+      const int64_t units = fused_bwd_grid<kVec, kShape>(p.M, device_info(p.device));
+      if (p.M > 0) {
+        auto k = bwd_kernel<kVec, kShape>();
+        if constexpr (Bt::kCluster > 1) {
+          const cudaError_t e = tile::launch_cluster(k, dim3(units * Bt::kCluster), dim3(Bt::kThreads),
+                                                     Bt::kSmemBytes, p.stream, Bt::kCluster, p, partials);
+          if (e != cudaSuccess) return Status::kCudaError;
+        } else {
+          k<<<units, Bt::kThreads, Bt::kSmemBytes, p.stream>>>(p, partials);
+        }
+      }
       if (Status s = launch_status(); s != Status::kSuccess) return s;
-      return reduce_dw(p, partials, p.M > 0 ? grid : 0);
+      return reduce_dw(p, partials, p.M > 0 ? units : 0);
     }
   }
 

@@ -138,9 +138,11 @@ void rms_norm_plan_name(const RmsNormPlan& plan, DType dtype, bool backward, cha
       break;
     case RmsNormPlan::Kind::kFused: {
       const rms_norm::RowShape& s = rms_norm::kShapes[plan.shape];
-      std::snprintf(buf, len, "flyops_rms_norm_%s<%s,v%d,%dx%d/%d%s>", dir, dtype_name(dtype),
+      char cluster[16] = "";
+      if (s.cluster > 1) std::snprintf(cluster, sizeof(cluster), ",cluster%d", s.cluster);
+      std::snprintf(buf, len, "flyops_rms_norm_%s<%s,v%d,%dx%d/%d%s%s>", dir, dtype_name(dtype),
                     plan.vec, s.items, s.threads_per_row, s.threads_per_cta,
-                    s.stages == 2 ? ",2-stage" : "");
+                    s.stages == 2 ? ",2-stage" : "", cluster);
       break;
     }
   }
@@ -149,12 +151,13 @@ void rms_norm_plan_name(const RmsNormPlan& plan, DType dtype, bool backward, cha
 void rms_norm_force_shape(int shape) { g_forced_shape.store(shape, std::memory_order_relaxed); }
 int rms_norm_num_shapes() { return rms_norm::kNumShapes; }
 
-void rms_norm_shape_info(int shape, int out[4]) {
+void rms_norm_shape_info(int shape, int out[5]) {
   const rms_norm::RowShape& s = rms_norm::kShapes[shape < 0 || shape >= rms_norm::kNumShapes ? 0 : shape];
   out[0] = s.items;
   out[1] = s.threads_per_row;
   out[2] = s.threads_per_cta;
   out[3] = s.stages;
+  out[4] = s.cluster;
 }
 
 }  // namespace flyops

@@ -1,7 +1,8 @@
 // A thread's slice of one row: kItems fragments of kVec contiguous elements, fragment i at
-// column (i * kThreadsPerRow + lane_in_row) * kVec, so neighbouring threads touch
-// neighbouring 16-byte chunks (coalesced). Out-of-range fragments read as zero and are
-// never stored.
+// column (i * kLanesPerRow + lane) * kVec, so neighbouring threads touch neighbouring
+// 16-byte chunks (coalesced). A row spread over a cluster of CTAs has kLanesPerRow =
+// cluster size x threads per row, and CTA rank r holds lanes [r, r + 1) x threads per row.
+// Out-of-range fragments read as zero and are never stored.
 #pragma once
 
 #include "flyops/tile/reduce.h"
@@ -19,6 +20,8 @@ struct RowTraits {
   static constexpr int kThreads = kS.threads_per_cta;
   static constexpr int kRowsPerCta = kThreads / kThreadsPerRow;
   static constexpr int kWarps = kThreads / 32;
+  static constexpr int kCluster = kS.cluster;
+  static constexpr int kLanesPerRow = kThreadsPerRow * kCluster;
   using Frag = tile::Vec<T, kVec>;
 };
 
@@ -27,7 +30,7 @@ struct RowTile {
   using Frag = typename Tr::Frag;
 
   FLYOPS_DEVICE static int col(int i, int lane_in_row) {
-    return (i * Tr::kThreadsPerRow + lane_in_row) * Tr::kVec;
+    return (i * Tr::kLanesPerRow + lane_in_row) * Tr::kVec;
   }
   // Fragments are all-or-nothing: the router only picks kVec > 1 when N % kVec == 0.
   FLYOPS_DEVICE static bool in_row(int i, int lane_in_row, int n) { return col(i, lane_in_row) < n; }

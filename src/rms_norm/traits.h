@@ -11,7 +11,8 @@ struct RowShape {
   int items;
   int threads_per_row;
   int threads_per_cta;
-  int stages = 1;  // backward: 2 issues the next row group's loads before this one's reduction
+  int stages = 1;   // backward: 2 issues the next row group's loads before this one's reduction
+  int cluster = 1;  // backward: a row spread over this many CTAs of a thread block cluster
 };
 
 // The index is the shape id in the router's tables, the launch switch and FLYOPS tuning.
@@ -46,11 +47,18 @@ inline constexpr RowShape kShapes[] = {
     {2, 512, 512, 2},   // 26
     {4, 512, 512, 2},   // 27
     {2, 1024, 1024, 2}, // 28
+    // backward, rows spread over a cluster of 2 CTAs (row sums exchanged through DSMEM)
+    {5, 256, 256, 1, 2},   // 29
+    {4, 512, 512, 1, 2},   // 30
+    {4, 512, 512, 2, 2},   // 31
+    {2, 1024, 1024, 1, 2}, // 32
+    {4, 256, 256, 1, 2},   // 33
 };
 inline constexpr int kNumShapes = sizeof(kShapes) / sizeof(kShapes[0]);
 
 constexpr long long shape_capacity(int shape, int vec) {
-  return static_cast<long long>(kShapes[shape].items) * kShapes[shape].threads_per_row * vec;
+  return static_cast<long long>(kShapes[shape].items) * kShapes[shape].threads_per_row *
+         kShapes[shape].cluster * vec;
 }
 
 // Element kinds, as far as registers go: bf16 fragments stay packed (two per register)
@@ -83,7 +91,7 @@ constexpr bool fwd_weight_late(int shape, int vec, Elem e) {
 }
 constexpr bool fwd_fits(int shape, int vec, Elem e) {
   const int weight = fwd_weight_late(shape, vec, e) ? 2 * vec : frag_regs(shape, vec, e);
-  return kShapes[shape].stages == 1 &&
+  return kShapes[shape].stages == 1 && kShapes[shape].cluster == 1 &&
          frag_regs(shape, vec, e) + weight + 24 <= reg_budget(kShapes[shape].threads_per_cta);
 }
 // Backward: x, dy and the weight, plus fp32 dweight sums and temporaries; the sums move to
@@ -110,7 +118,9 @@ inline constexpr int kSplitThreads = 256;
 inline constexpr int kSplitItems = 4;
 
 constexpr bool valid_shape(RowShape s) {
-  return (s.stages == 1 || s.stages == 2) && s.items > 0 && s.threads_per_row > 0 && s.threads_per_cta % 32 == 0 &&
+  return (s.stages == 1 || s.stages == 2) &&
+         (s.cluster == 1 || ((s.cluster == 2 || s.cluster == 4) && s.threads_per_row == s.threads_per_cta)) &&
+         s.items > 0 && s.threads_per_row > 0 && s.threads_per_cta % 32 == 0 &&
          s.threads_per_cta <= 1024 &&
          (s.threads_per_row <= 32 ? s.threads_per_cta % s.threads_per_row == 0
                                   : s.threads_per_row == s.threads_per_cta) &&

@@ -30,12 +30,14 @@ inline constexpr Table<12> kFwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256,
                                       {1024, 7}, {2048, 10}, {4096, 15}, {5120, 14}, {8192, 16},
                                       {16384, 17}}};
 // backward, 16-bit elements, 8 per access (",2-stage" shapes prefetch the next rows)
-inline constexpr Table<12> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
+inline constexpr Table<13> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512, 4}, {1024, 5},
                                       {2048, 22}, {4096, 11}, {5120, 10}, {8192, 26}, {10240, 14},
-                                      {16384, 16}}};
+                                      {16384, 16}, {32768, 30}}};
 // backward, fp32, 4 per access
-inline constexpr Table<11> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
-                                      {1024, 8}, {2048, 10}, {4096, 26}, {5120, 27}, {8192, 27}}};
+// (rows past 8192 spread over a cluster of 2 CTAs; not yet swept)
+inline constexpr Table<13> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
+                                      {1024, 8}, {2048, 10}, {4096, 26}, {5120, 27}, {8192, 27},
+                                      {10240, 29}, {16384, 30}}};
 // one element per access (unaligned pointers or N not a multiple of the vector)
 inline constexpr Table<5> kFwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
 inline constexpr Table<5> kBwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};

@@ -116,6 +116,10 @@ TEST(RmsNormRoute, LongRowsTakeTheSplitPath) {
   EXPECT_EQ(rms_norm_fwd_choose(fwd(DType::kBFloat16, 4, 65536), kH200).kind, RmsNormPlan::Kind::kSplit);
   EXPECT_EQ(rms_norm_fwd_choose(fwd(DType::kFloat32, 4, 16384), kH200).kind, RmsNormPlan::Kind::kFused);
   EXPECT_EQ(rms_norm_fwd_choose(fwd(DType::kFloat32, 4, 16385), kH200).kind, RmsNormPlan::Kind::kSplit);
+  // fp32 rows past 8192 spread over a cluster of CTAs in the backward
+  EXPECT_NE(name(rms_norm_bwd_choose(bwd(DType::kFloat32, 4, 16384, true), kH200), DType::kFloat32, true)
+                .find(",cluster2>"),
+            std::string::npos);
   const RmsNormPlan split = rms_norm_bwd_choose(bwd(DType::kBFloat16, 4, 1 << 20, true), kH200);
   EXPECT_EQ(split.kind, RmsNormPlan::Kind::kSplit);
   EXPECT_EQ(name(split, DType::kBFloat16, true), "flyops_rms_norm_bwd_split<bf16,v8>");

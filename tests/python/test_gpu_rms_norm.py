@@ -150,9 +150,10 @@ def test_every_row_shape(dtype):
     tried = 0
     try:
         for shape in range(torch.ops.flyops._rms_norm_num_shapes()):
-            items, tpr, cta, stages = torch.ops.flyops._rms_norm_shape_info(shape)
-            tag = f",{items}x{tpr}/{cta}{',2-stage' if stages == 2 else ''}>"
-            N = max(vec, items * tpr * vec - vec)
+            items, tpr, cta, stages, cluster = torch.ops.flyops._rms_norm_shape_info(shape)
+            tag = (f",{items}x{tpr}/{cta}{',2-stage' if stages == 2 else ''}"
+                   f"{f',cluster{cluster}' if cluster > 1 else ''}>")
+            N = max(vec, items * tpr * cluster * vec - vec)
             x, w = make(700, N, dtype)
             dy = torch.randn_like(x)
             with flyops.disabled():

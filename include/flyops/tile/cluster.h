@@ -1,0 +1,63 @@
+// Thread block clusters (sm_90): a cluster's CTAs run at once on neighbouring SMs and can
+// read each other's shared memory (distributed shared memory, DSMEM).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/arch.h"
+
+namespace flyops::tile {
+
+#if defined(__CUDACC__)
+FLYOPS_DEVICE uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+FLYOPS_DEVICE uint32_t cluster_index() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+FLYOPS_DEVICE uint32_t cluster_count() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA in the cluster arrives, then waits for all: shared-memory
+// writes before it (release) are visible to loads after it in any CTA of the cluster
+// (acquire). All threads of each warp must call it.
+FLYOPS_DEVICE void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n\t"
+      "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Reads the float at `local` (an address in this CTA's shared memory) in the shared memory
+// of cluster CTA `rank`, where the same variable lives at the same offset.
+FLYOPS_DEVICE float load_peer(const float* local, uint32_t rank) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+// Sum of one float per CTA over the cluster, in rank order (the same bits in every CTA).
+// `slot` is a shared-memory float this CTA writes; callers alternate two slots between
+// consecutive calls, so one barrier per call suffices: a CTA writes a slot again only after
+// the next call's barrier, which every peer reaches after its reads of this one.
+template <int kCluster>
+FLYOPS_DEVICE float cluster_sum(float cta_value, float* slot) {
+  if (threadIdx.x == 0) *slot = cta_value;
+  cluster_sync();
+  float total = 0.f;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) total += load_peer(slot, r);
+  return total;
+}
+#endif
+
+}  // namespace flyops::tile
