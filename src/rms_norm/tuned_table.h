@@ -34,10 +34,10 @@ inline constexpr Table<13> kBwd16 = {{{32, 0}, {64, 1}, {128, 2}, {256, 3}, {512
                                       {2048, 22}, {4096, 11}, {5120, 10}, {8192, 26}, {10240, 14},
                                       {16384, 16}, {32768, 30}}};
 // backward, fp32, 4 per access
-// (rows past 8192 spread over a cluster of 2 CTAs; not yet swept)
+// (rows past 8192 spread over a cluster of 2 CTAs)
 inline constexpr Table<13> kBwd32 = {{{16, 0}, {32, 1}, {64, 2}, {128, 3}, {256, 4}, {512, 5},
                                       {1024, 8}, {2048, 10}, {4096, 26}, {5120, 27}, {8192, 27},
-                                      {10240, 29}, {16384, 30}}};
+                                      {10240, 29}, {16384, 31}}};
 // one element per access (unaligned pointers or N not a multiple of the vector)
 inline constexpr Table<5> kFwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
 inline constexpr Table<5> kBwdScalar = {{{128, 5}, {512, 8}, {1024, 12}, {2048, 16}, {4096, 19}}};
