@@ -163,8 +163,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
                                                   const std::optional<at::Tensor>& weight,
                                                   std::optional<double> eps) {
   if (!active(Op::kRmsNorm) || !input.is_cuda()) {
-    report(Op::kRmsNorm, false, input.is_cuda() ? kReasonDisabled : kReasonNotCuda, [&] { return describe_fwd(input, weight, eps); },
-           [] { return std::string(); });
+    report(Op::kRmsNorm, false, input.is_cuda() ? kReasonDisabled : kReasonNotCuda,
+           [&] { return describe_fwd(input, weight, eps); }, [] { return std::string(); });
     return at::cuda::_fused_rms_norm(input, ns, weight, eps);
   }
   FwdDecision d = decide_fwd(input, ns, weight, eps, routing_device(input));
@@ -194,7 +194,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
            [&] { return describe_bwd(grad_out, input, weight, mask); }, [] { return std::string(); });
     return at::cuda::_fused_rms_norm_backward(grad_out, input, ns, rstd, weight, mask);
   }
-  BwdDecision d = decide_bwd(grad_out, input, ns, rstd, weight, mask, routing_device(input));
+  const DeviceInfo& dev = routing_device(input);
+  BwdDecision d = decide_bwd(grad_out, input, ns, rstd, weight, mask, dev);
   const bool ours = d.plan.flyops();
   report(Op::kRmsNormBackward, ours, d.plan.reason,
          [&] { return describe_bwd(grad_out, input, weight, mask); }, [&] { return bwd_kernel_name(d); });
@@ -211,7 +212,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
     dw = at::empty(weight->sizes(), weight->options());
     d.params.dweight = dw.data_ptr();
   }
-  const std::size_t ws_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, routing_device(input));
+  const std::size_t ws_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, dev);
   at::Tensor ws;
   if (ws_bytes > 0) {
     ws = at::empty({static_cast<int64_t>(ws_bytes)}, input.options().dtype(at::kByte));

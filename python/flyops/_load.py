@@ -23,7 +23,3 @@ def load():
     except Exception as e:  # a broken file, missing symbols, ...
         raise RuntimeError(f"flyops library failed to load: {e}") from e
     _loaded = True
-
-
-def loaded():
-    return _loaded

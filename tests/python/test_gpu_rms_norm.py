@@ -42,16 +42,22 @@ def make(M, N, dtype, weight=True):
     return x, w
 
 
+def grid(test):
+    """dtype x weight (none, same dtype) x N x M, the issue's correctness grid."""
+    for mark in (pytest.mark.parametrize("M", GRID_M), pytest.mark.parametrize("N", GRID_N),
+                 pytest.mark.parametrize("weight", [False, True], ids=["noweight", "weight"]),
+                 pytest.mark.parametrize("dtype", DTYPES, ids=str)):
+        test = mark(test)
+    return test
+
+
 @pytest.fixture(autouse=True)
 def _free_memory():
     yield
     torch.cuda.empty_cache()
 
 
-@pytest.mark.parametrize("M", GRID_M)
-@pytest.mark.parametrize("N", GRID_N)
-@pytest.mark.parametrize("weight", [False, True], ids=["noweight", "weight"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@grid
 def test_forward_grid(dtype, weight, N, M):
     x, w = make(M, N, dtype, weight)
     with flyops.disabled():
@@ -67,10 +73,7 @@ def test_forward_grid(dtype, weight, N, M):
     ref.check(r, r_s, r_ref, torch.float32, N)
 
 
-@pytest.mark.parametrize("M", GRID_M)
-@pytest.mark.parametrize("N", GRID_N)
-@pytest.mark.parametrize("weight", [False, True], ids=["noweight", "weight"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@grid
 def test_backward_grid(dtype, weight, N, M):
     x, w = make(M, N, dtype, weight)
     dy = torch.randn_like(x)

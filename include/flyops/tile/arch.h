@@ -13,7 +13,6 @@ namespace flyops::tile {
 
 inline constexpr int kWarpSize = 32;
 
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 constexpr bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 #if defined(__CUDACC__)

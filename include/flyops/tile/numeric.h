@@ -30,13 +30,4 @@ FLYOPS_DEVICE bf16 from_float<bf16>(float v) { return __float2bfloat16_rn(v); }
 template <>
 FLYOPS_DEVICE fp16 from_float<fp16>(float v) { return __float2half_rn(v); }
 
-template <typename T>
-struct TypeName;
-template <>
-struct TypeName<float> { static constexpr const char* value = "fp32"; };
-template <>
-struct TypeName<bf16> { static constexpr const char* value = "bf16"; };
-template <>
-struct TypeName<fp16> { static constexpr const char* value = "fp16"; };
-
 }  // namespace flyops::tile

@@ -39,67 +39,51 @@ def _inputs(M, N, dtype):
     return x, w
 
 
-def fwd_case(timer, M, N, dtype_name, with_copy=True):
-    dtype = DTYPES[dtype_name]
-    x, w = _inputs(M, N, dtype)
-    fn = lambda: F.rms_norm(x, (N,), w, EPS)
+def _device_case(timer, pass_, M, N, dtype_name, fn, nbytes, op, outputs, ref):
+    """One fwd/bwd row: stock and flyops timed on the same inputs, the bandwidth of each
+    and of a same-size copy, and both errors against the float64 reference (`outputs(fn)`
+    picks the checked rows of an output of fn)."""
     stock_ms, ours_ms = common.stock_and_flyops(timer, fn)
-    eb = x.element_size()
-    nbytes = 2 * M * N * eb + N * eb + 4 * M
-    rows = min(M, ERR_ROWS)
-    ref, _ = _ref_fwd(x[:rows], w)
-    y_ours = fn()[:rows]
+    ours_out = outputs(fn())
     with flyops.disabled():
-        y_stock = fn()[:rows]
-    case = {
-        "name": f"fwd {dtype_name} M={M} N={N}",
-        "pass": "fwd",
-        "params": {"M": M, "N": N, "dtype": dtype_name},
-        "flyops_ms": round(ours_ms, 5),
-        "stock_ms": round(stock_ms, 5),
-        "speedup": round(stock_ms / ours_ms, 3),
-        "routed": common.routed("rms_norm", fn),
-        "flyops_tflops": None,
-        "flyops_GBps": round(nbytes / (ours_ms * 1e-3) / 1e9, 1),
-        "stock_GBps": round(nbytes / (stock_ms * 1e-3) / 1e9, 1),
-        "max_rel_err": common.max_rel_err(y_ours, ref),
-        "stock_max_rel_err": common.max_rel_err(y_stock, ref),
-    }
-    if with_copy:
-        case["copy_GBps"] = round(timer.copy_GBps(nbytes), 1)
-    return case
-
-
-def bwd_case(timer, M, N, dtype_name):
-    dtype = DTYPES[dtype_name]
-    x, w = _inputs(M, N, dtype)
-    dy = torch.randn_like(x)
-    with flyops.disabled():
-        _, rstd = torch.ops.aten._fused_rms_norm(x, [N], w, EPS)
-    fn = lambda: torch.ops.aten._fused_rms_norm_backward(dy, x, [N], rstd, w, [True, True])
-    stock_ms, ours_ms = common.stock_and_flyops(timer, fn)
-    eb = x.element_size()
-    nbytes = 3 * M * N * eb + 2 * N * eb + 4 * M
-    rows = min(M, ERR_ROWS)
-    ref = _ref_dx(dy[:rows], x[:rows], w, rstd[:rows])
-    dx_ours = fn()[0][:rows]
-    with flyops.disabled():
-        dx_stock = fn()[0][:rows]
+        stock_out = outputs(fn())
     return {
-        "name": f"bwd {dtype_name} M={M} N={N}",
-        "pass": "bwd",
+        "name": f"{pass_} {dtype_name} M={M} N={N}",
+        "pass": pass_,
         "params": {"M": M, "N": N, "dtype": dtype_name},
         "flyops_ms": round(ours_ms, 5),
         "stock_ms": round(stock_ms, 5),
         "speedup": round(stock_ms / ours_ms, 3),
-        "routed": common.routed("rms_norm_backward", fn),
+        "routed": common.routed(op, fn),
         "flyops_tflops": None,
         "flyops_GBps": round(nbytes / (ours_ms * 1e-3) / 1e9, 1),
         "stock_GBps": round(nbytes / (stock_ms * 1e-3) / 1e9, 1),
         "copy_GBps": round(timer.copy_GBps(nbytes), 1),
-        "max_rel_err": common.max_rel_err(dx_ours, ref),
-        "stock_max_rel_err": common.max_rel_err(dx_stock, ref),
+        "max_rel_err": common.max_rel_err(ours_out, ref),
+        "stock_max_rel_err": common.max_rel_err(stock_out, ref),
     }
+
+
+def fwd_case(timer, M, N, dtype_name):
+    x, w = _inputs(M, N, DTYPES[dtype_name])
+    eb = x.element_size()
+    rows = min(M, ERR_ROWS)
+    ref, _ = _ref_fwd(x[:rows], w)
+    return _device_case(timer, "fwd", M, N, dtype_name, lambda: F.rms_norm(x, (N,), w, EPS),
+                        2 * M * N * eb + N * eb + 4 * M, "rms_norm", lambda y: y[:rows], ref)
+
+
+def bwd_case(timer, M, N, dtype_name):
+    x, w = _inputs(M, N, DTYPES[dtype_name])
+    dy = torch.randn_like(x)
+    with flyops.disabled():
+        _, rstd = torch.ops.aten._fused_rms_norm(x, [N], w, EPS)
+    eb = x.element_size()
+    rows = min(M, ERR_ROWS)
+    ref = _ref_dx(dy[:rows], x[:rows], w, rstd[:rows])
+    fn = lambda: torch.ops.aten._fused_rms_norm_backward(dy, x, [N], rstd, w, [True, True])
+    return _device_case(timer, "bwd", M, N, dtype_name, fn, 3 * M * N * eb + 2 * N * eb + 4 * M,
+                        "rms_norm_backward", lambda out: out[0][:rows], ref)
 
 
 def host_case(M, N, dtype_name):
