@@ -9,7 +9,6 @@ struct DeviceInfo {
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;
-  int max_smem_per_block_optin = 0;  // bytes
   bool valid = false;                // false when the query failed (no driver, bad index)
 
   // flyops kernels are built for sm_90a only: H100 / H200.

@@ -16,8 +16,7 @@ DeviceInfo query(int index) {
   };
   d.valid = attr(cudaDevAttrComputeCapabilityMajor, &d.cc_major) &&
             attr(cudaDevAttrComputeCapabilityMinor, &d.cc_minor) &&
-            attr(cudaDevAttrMultiProcessorCount, &d.sm_count) &&
-            attr(cudaDevAttrMaxSharedMemoryPerBlockOptin, &d.max_smem_per_block_optin);
+            attr(cudaDevAttrMultiProcessorCount, &d.sm_count);
   if (!d.valid) cudaGetLastError();  // leave no sticky error for the caller's next check
   return d;
 }
@@ -41,7 +40,6 @@ DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count) {
   d.cc_major = cc_major;
   d.cc_minor = cc_minor;
   d.sm_count = sm_count;
-  d.max_smem_per_block_optin = 227 * 1024;
   d.valid = true;
   return d;
 }
