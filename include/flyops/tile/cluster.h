@@ -34,6 +34,49 @@ FLYOPS_DEVICE void cluster_sync() {
       "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// Split form of cluster_sync: arrive early (relaxed: orders nothing), do independent work,
+// then wait before the first access that needs the peers' earlier writes.
+FLYOPS_DEVICE void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+FLYOPS_DEVICE void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The shared::cluster address of `local` (this CTA's shared memory) in cluster CTA `rank`,
+// where the same variable lives at the same offset. Rank == own rank is legal.
+FLYOPS_DEVICE uint32_t peer_addr(const void* local, uint32_t rank) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  return remote;
+}
+FLYOPS_DEVICE uint32_t peer_load_u32(uint32_t remote) {
+  uint32_t v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+  return v;
+}
+FLYOPS_DEVICE uint64_t peer_load_u64(uint32_t remote) {
+  uint64_t v;
+  asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(remote) : "memory");
+  return v;
+}
+FLYOPS_DEVICE void peer_store_u32(uint32_t remote, uint32_t v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(remote), "r"(v) : "memory");
+}
+FLYOPS_DEVICE void peer_store_u64(uint32_t remote, uint64_t v) {
+  asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(remote), "l"(v) : "memory");
+}
+// Atomic add without a result (a reduction) and with the old value.
+FLYOPS_DEVICE void peer_red_add(uint32_t remote, uint32_t v) {
+  asm volatile("red.shared::cluster.add.u32 [%0], %1;" ::"r"(remote), "r"(v) : "memory");
+}
+FLYOPS_DEVICE uint32_t peer_atomic_add(uint32_t remote, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.shared::cluster.add.u32 %0, [%1], %2;" : "=r"(old) : "r"(remote), "r"(v) : "memory");
+  return old;
+}
+
 // Reads the float at `local` (an address in this CTA's shared memory) in the shared memory
 // of cluster CTA `rank`, where the same variable lives at the same offset.
 FLYOPS_DEVICE float load_peer(const float* local, uint32_t rank) {
