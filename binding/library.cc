@@ -11,6 +11,7 @@
 #include "registration.h"
 #include "rms_norm_binding.h"
 #include "route_log.h"
+#include "topk_binding.h"
 
 #ifndef FLYOPS_BUILD_TORCH_VERSION
 #define FLYOPS_BUILD_TORCH_VERSION "unknown"
@@ -68,6 +69,15 @@ std::string route_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor
   return text;
 }
 
+std::string route_topk(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
+                       int64_t cc_major, int64_t cc_minor, int64_t sms) {
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+  const TopkDecision d = decide_topk(self, k, dim, largest, sorted, dev);
+  const std::string text = decision_text(d.plan.flyops(), topk_kernel_name(d), d.plan.reason);
+  if (log_level() > 0) log_line("topk " + describe_topk(self, k, dim, largest, sorted) + " -> " + text);
+  return text;
+}
+
 std::string build_info() {
   std::ostringstream o;
   o << "{\"version\": \"" << FLYOPS_VERSION << "\", \"torch\": \"" << FLYOPS_BUILD_TORCH_VERSION
@@ -105,6 +115,13 @@ TORCH_LIBRARY(flyops, m) {
         "Tensor rstd, Tensor? weight, bool[2] output_mask, int cc_major=9, int cc_minor=0, "
         "int sm_count=132) -> str",
         &route_rms_norm_backward);
+  m.def("_route_topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True, "
+        "int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
+        &route_topk);
+  // Tuning hook: force a TopK kernel (0 stock, 1 warp, 2 cluster, 3 two-stage, 4 arg-max, -1 router)
+  // and a cluster size (0: the router's). Benchmarks only.
+  m.def("_topk_force(int kind, int cluster=0) -> ()",
+        [](int64_t kind, int64_t cluster) { topk_force(int(kind), int(cluster)); });
   // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.
   m.def("_rms_norm_force_shape(int shape) -> ()",
         [](int64_t shape) { rms_norm_force_shape(int(shape)); });

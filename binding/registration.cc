@@ -11,6 +11,7 @@
 
 #include "registration.h"
 #include "rms_norm_binding.h"
+#include "topk_binding.h"
 
 namespace flyops::binding {
 namespace {
@@ -38,6 +39,7 @@ void register_overrides() {
     static auto* aten_cuda = new torch::Library(torch::Library::IMPL, "aten",
                                                 c10::DispatchKey::CUDA, __FILE__, __LINE__);
     register_rms_norm(*aten_cuda);
+    register_topk(*aten_cuda);
   });
 }
 

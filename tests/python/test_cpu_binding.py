@@ -16,7 +16,7 @@ import torch
 
 import flyops
 
-OPS = ("_fused_rms_norm", "_fused_rms_norm_backward")
+OPS = ("_fused_rms_norm", "_fused_rms_norm_backward", "topk", "topk.values")
 
 
 def run_py(code, env=None, check=True):
@@ -244,6 +244,23 @@ def test_routing_decisions():
     assert route(torch.randn(2, 3, 16, 64), [16, 64]).startswith("flyops_rms_norm_fwd<fp32,")
     # long rows
     assert route(torch.randn(2, 65536, dtype=torch.bfloat16), [65536]) == "flyops_rms_norm_fwd_split<bf16,v8>"
+
+
+def test_topk_routing_decisions():
+    r = torch.ops.flyops._route_topk
+    f32 = lambda *shape, **kw: torch.empty(*shape, **kw)  # noqa: E731
+    assert r(f32(16384, 128), 8) == "flyops_topk_warp<fp32>"
+    assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"
+    assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_cluster<bf16,c16>"
+    assert r(f32(1, 1 << 24), 100).startswith("flyops_topk_two_stage<fp32")
+    assert r(f32(300, 64), 5, 0) == "stock (dim is not the last (moving it last would cost a copy))"
+    assert r(f32(300, 64).t(), 5) == "stock (rows not contiguous (unsupported layout))"
+    assert r(f32(4, 100), 101) == "stock (k out of range)"
+    assert r(f32(4, 100), 0) == "stock (empty input or k == 0)"
+    assert r(torch.empty(4, 100, dtype=torch.int64), 5) == "stock (dtype not float32, float16 or bfloat16)"
+    assert r(f32(4, 100), 5, cc_major=8).startswith("stock (flyops kernels need compute capability 9.0")
+    assert r(f32(1, 100000), 60000) == "stock (k too large to sort in shared memory)"
+    assert r(f32(1, 100000), 60000, sorted=False).startswith("flyops_topk_cluster")
 
 
 def test_backward_routing_decisions():

@@ -1,0 +1,68 @@
+// TopK over the last dimension of each of `rows` rows: the k largest (or smallest) elements
+// with their int64 positions, in PyTorch's order. Keys follow stock's radix order: every NaN
+// (either sign) above +inf, -0.0 below +0.0; ties at the k-th key go to the lowest positions
+// when they are NaNs (whose bits differ), to any position otherwise (their bits are equal).
+// Torch-free: the binding fills these structs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "flyops/device.h"
+#include "flyops/dtype.h"
+#include "flyops/rms_norm.h"  // Support, Stream
+#include "flyops/status.h"
+
+namespace flyops {
+
+struct TopkParams {
+  int64_t rows = 0;
+  int64_t n = 0;  // elements per row
+  int64_t k = 0;  // 1 <= k <= n
+  DType dtype = DType::kOther;
+  bool largest = true;
+  bool sorted = true;
+  const void* x = nullptr;
+  int64_t x_row_stride = 0;     // elements between row starts; each row contiguous
+  void* values = nullptr;       // [rows, k] contiguous, dtype
+  int64_t* indices = nullptr;   // [rows, k] contiguous
+  void* workspace = nullptr;    // topk_workspace_bytes() bytes, 16-byte aligned
+  std::size_t workspace_bytes = 0;
+  int device = 0;
+  Stream stream = nullptr;
+};
+
+struct TopkPlan {
+  enum class Kind {
+    kStock,
+    kWarp,      // one warp per row, the row in registers, k rounds of warp argmax
+    kCluster,   // radix select with the row in shared memory over a cluster of CTAs
+    kArgmax,    // k == 1: a streaming arg-max over a cluster of CTAs
+    kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
+  };
+  Kind kind = Kind::kStock;
+  int cluster = 1;          // CTAs per row (kCluster, kArgmax; kTwoStage: of the final stage)
+  int64_t seg_len = 0;      // kTwoStage: elements per segment
+  int seg_cluster = 1;      // kTwoStage: CTAs per segment
+  const char* reason = "";  // why stock, when kind == kStock
+  bool flyops() const { return kind != Kind::kStock; }
+};
+
+// Cheap, allocation-free: whether any flyops kernel can take the call, and which one.
+Support topk_supports(const TopkParams& p, const DeviceInfo& dev);
+TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev);
+
+// "flyops_topk_cluster<fp32,c8>" and the like.
+void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t len);
+
+std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan);
+
+// Launch on p.stream. No allocation, no host synchronisation.
+Status topk_run(const TopkParams& p, const TopkPlan& plan);
+
+// Tuning hook for benchmarks: force a kind (0 stock, 1 warp, 2 cluster, 3 two-stage,
+// 4 arg-max; -1 the router) and a cluster size (0: the router's). Forced plans that cannot
+// run fall back to the router's choice. Not thread-safe against concurrent calls.
+void topk_force(int kind, int cluster);
+
+}  // namespace flyops

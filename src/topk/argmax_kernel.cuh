@@ -1,0 +1,102 @@
+// k == 1 on long rows: a streaming arg-max, no shared-memory copy of the row. Each CTA
+// reduces its slice to the largest composite (order key : ~position), so ties (NaN ones
+// included) go to the lowest position as in stock; rank 0 of the cluster combines the
+// CTAs' composites over DSMEM and writes the element's own bits (re-read, for NaNs).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/cluster.h"
+#include "flyops/tile/warp.h"
+#include "keys.h"
+#include "traits.h"
+
+namespace flyops::topk {
+
+struct ArgmaxArgs {
+  const void* x;
+  int64_t rows;
+  int64_t n;
+  int64_t row_stride;
+  int64_t slice;  // elements per CTA, a multiple of 8
+  bool largest;
+  void* values;   // [rows, 1]
+  int64_t* indices;
+};
+
+}  // namespace flyops::topk
+
+#if defined(__CUDACC__)
+// Global namespace: profiler and ncu names start with flyops_.
+template <typename Keys>
+__global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argmax(flyops::topk::ArgmaxArgs a) {
+  using namespace flyops;
+  using namespace flyops::topk;
+  using Raw = typename Keys::Raw;
+  constexpr int kThreads = kArgmaxThreads;
+  constexpr int kVec = 16 / sizeof(Raw);
+  constexpr int kUnroll = 4;
+  __shared__ uint64_t warp_best[kThreads / 32];
+  __shared__ uint64_t cta_best;
+
+  const int tid = threadIdx.x;
+  uint32_t csize;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(csize));
+  const uint32_t rank = tile::cluster_rank();
+  const int64_t row = blockIdx.x / csize;
+  const int64_t lo = int64_t(rank) * a.slice;
+  const int64_t cnt64 = a.n - lo <= 0 ? 0 : (a.n - lo < a.slice ? a.n - lo : a.slice);
+  const int cnt = static_cast<int>(cnt64);
+  const Raw* xrow = static_cast<const Raw*>(a.x) + row * a.row_stride;
+  const Raw* xr = xrow + lo;
+  const uint32_t pos0 = static_cast<uint32_t>(lo);
+
+  uint64_t best = 0;
+  auto take = [&](uint32_t raw, int i) {
+    const uint64_t c = (uint64_t{order_key<Keys>(raw, a.largest)} << 32) | (0xffffffffu - (pos0 + i));
+    best = c > best ? c : best;
+  };
+  if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
+    const int nv = cnt / kVec;
+    const uint4* src = reinterpret_cast<const uint4*>(xr);
+    for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
+      uint4 buf[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (v0 + u * kThreads < nv) buf[u] = __ldcs(src + v0 + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int v = v0 + u * kThreads;
+        if (v < nv) {
+          const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) take(e[j], v * kVec + j);
+        }
+      }
+    }
+    for (int i = nv * kVec + tid; i < cnt; i += kThreads) take(xr[i], i);
+  } else {
+    for (int i = tid; i < cnt; i += kThreads) take(__ldcs(xr + i), i);
+  }
+  best = tile::warp_max_u64(best);
+  if ((tid & 31) == 0) warp_best[tid >> 5] = best;
+  __syncthreads();
+  if (tid == 0) {
+    uint64_t b = 0;
+    for (int w = 0; w < kThreads / 32; ++w) b = warp_best[w] > b ? warp_best[w] : b;
+    cta_best = b;
+  }
+  tile::cluster_sync();
+  if (rank == 0 && tid == 0) {
+    uint64_t b = 0;
+    for (uint32_t r = 0; r < csize; ++r) {
+      const uint64_t v = tile::peer_load_u64(tile::peer_addr(&cta_best, r));
+      b = v > b ? v : b;
+    }
+    const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(b);
+    static_cast<Raw*>(a.values)[row] = xrow[pos];
+    a.indices[row] = pos;
+  }
+  tile::cluster_sync();  // peers keep their shared memory until rank 0 has read it
+}
+#endif

@@ -1,0 +1,550 @@
+// Long rows: radix select with the row held in shared memory, spread over a cluster of
+// C CTAs (C = 1..16) so that each row is read from global memory exactly once.
+//
+//   load     each CTA copies its slice of the row into shared memory, building the
+//            histogram of the key's top 11 bits on the way;
+//   select   the CTAs add their histograms into rank 0's (DSMEM reductions, non-zero bins
+//            only); rank 0 finds the bin holding the k-th key and broadcasts it;
+//   scan     each CTA classifies its elements against the new prefix: above it, they are
+//            in the output (emitted now); equal, they stay candidates (copied to a short
+//            list on the first scan) and feed the next digit's histogram; below, dropped.
+//   repeat   over the candidates with the next digit until the bin holds exactly the
+//            elements still needed, or the key is fully known.
+//
+// Digits walk a composite key (order key : ~position). The position bits are only used
+// when the k-th key is NaN, whose ties must go to the lowest positions as in stock (NaN
+// bits differ; other tied elements have equal bits, so any of them will do).
+// Output slots are handed out by atomic counters in rank 0. When sorted, elements go to
+// rank 0's shared memory instead and rank 0 sorts them (bitonic) before writing.
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/bulk_copy.h"
+#include "flyops/tile/cluster.h"
+#include "flyops/tile/warp.h"
+#include "keys.h"
+#include "traits.h"
+
+// FLYOPS_TOPK_TRACE=1 at compile time: CTA 0 of cluster 0 prints its phase times (ns).
+#ifndef FLYOPS_TOPK_TRACE
+#define FLYOPS_TOPK_TRACE 0
+#endif
+#if FLYOPS_TOPK_TRACE
+#include <cstdio>
+#endif
+
+namespace flyops::topk {
+
+struct ClusterArgs {
+  const void* x;
+  int64_t rows;        // CTA groups: rows of the input times segs
+  int64_t n;           // elements per input row
+  int64_t row_stride;  // elements between input rows (and idx_map rows)
+  // Each input row in `segs` segments of seg_len elements (the last one shorter), each a
+  // row of its own for the kernel, with output positions relative to the input row.
+  int64_t segs;
+  int64_t seg_len;
+  // Output position of element i of a segment: idx_map[r * row_stride + i] when given (one
+  // segment per row), else its position in the input row.
+  const int64_t* idx_map;
+  int k;           // per row; a last row shorter than k yields all its elements
+  int out_stride;  // elements between output rows
+  bool largest;
+  bool sorted;
+  void* values;
+  int64_t* indices;
+  int slice;     // elements per CTA, a multiple of 8
+  int cand_cap;  // candidate list entries per CTA
+  int sort_cap;  // power of two >= k when sorted, else 0
+  int stage_cap; // output elements staged per CTA before claiming slots
+};
+
+#if defined(__CUDACC__)
+namespace detail {
+
+// A cluster barrier, or the CTA's own when the "cluster" is one CTA (cheaper).
+FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
+  if (csize == 1)
+    __syncthreads();
+  else
+    tile::cluster_sync();
+}
+
+FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
+
+FLYOPS_DEVICE uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+// Width of the digit just below bit h: digits never straddle the key/position boundary.
+FLYOPS_DEVICE int digit_width(int h) {
+  const int room = h > 32 ? h - 32 : h;
+  return room < kDigitBits ? room : kDigitBits;
+}
+
+struct Control {
+  uint32_t gt;        // rank 0: output slots handed to elements above the threshold
+  uint32_t eq;        // rank 0: slots handed to elements equal to it
+  uint32_t ncand;     // candidates found on the first scan (may exceed cand_cap)
+  uint32_t sel_bin;   // rank 0: the selected bin ...
+  uint32_t sel_need;  // ... how many of its elements are still needed ...
+  uint32_t sel_exact; // ... and whether that is all of them
+  uint32_t bcast[3];  // the selection, copied from rank 0
+  uint32_t nstage;    // output elements staged in this CTA (may exceed stage_cap)
+  uint64_t load_bar;  // the slice's bulk copy completes here
+  uint32_t flush[4];  // staged gt / eq counts, then their slot bases in rank 0
+  uint32_t warp_sum[kClusterThreads / 32];
+};
+
+// Rank 0: the bin of `red` (nb bins) holding the need-th largest element.
+template <int kThreads>
+FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Control& ctl) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int per = nb > kThreads ? nb / kThreads : 1;
+  const int first = tid * per;
+  uint32_t own = 0;
+  if (first < nb)
+    for (int b = 0; b < per; ++b) own += red[first + b];
+  // Suffix sums: elements in bins above this thread's range.
+  uint32_t incl = own;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
+    if (lane + off < 32) incl += v;
+  }
+  if (lane == 0) ctl.warp_sum[warp] = incl;
+  __syncthreads();
+  uint32_t above = incl - own;
+  for (int w = warp + 1; w < kThreads / 32; ++w) above += ctl.warp_sum[w];
+  if (first < nb && above < need && need <= above + own) {
+    for (int b = first + per - 1; b >= first; --b) {
+      const uint32_t c = red[b];
+      if (above + c >= need) {
+        ctl.sel_bin = static_cast<uint32_t>(b);
+        ctl.sel_need = need - above;
+        ctl.sel_exact = c == need - above;
+        break;
+      }
+      above += c;
+    }
+  }
+}
+
+}  // namespace detail
+
+}  // namespace flyops::topk
+
+// Global namespace: profiler and ncu names start with flyops_.
+template <typename Keys>
+__global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_cluster(flyops::topk::ClusterArgs a) {
+  using namespace flyops;
+  using namespace flyops::topk;
+  using Raw = typename Keys::Raw;  // keys are stored at the element's width
+  constexpr int kThreads = kClusterThreads;
+  constexpr int kKB = Keys::kBits;
+  constexpr int kW = kKB + 32;                // composite width: key, then ~position
+  constexpr int kVec = 16 / sizeof(Raw);      // elements per 16-byte access
+  constexpr int kUnroll = 8;                  // loads in flight per thread (unaligned rows)
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ detail::Control ctl;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#if FLYOPS_TOPK_TRACE
+  unsigned long long tr[24];
+  int ntr = 0;
+  auto mark = [&] {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (ntr < 24) tr[ntr++] = t;
+  };
+#else
+  auto mark = [] {};
+#endif
+  mark();
+  const uint32_t csize = detail::cluster_size();
+  const uint32_t rank = tile::cluster_rank();
+  const int64_t row = blockIdx.x / csize;  // output row
+  const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
+  const int64_t seg0 = seg * a.seg_len;    // the segment's first position in the input row
+  const int64_t row_n = seg == a.segs - 1 ? a.n - seg0 : a.seg_len;
+  const int k = static_cast<int>(row_n < a.k ? row_n : a.k);
+  const int64_t lo = int64_t(rank) * a.slice;
+  const int cnt = static_cast<int>(row_n - lo <= 0 ? 0 : (row_n - lo < a.slice ? row_n - lo : a.slice));
+  const Raw* xr = static_cast<const Raw*>(a.x) + in_row * a.row_stride + seg0 + lo;
+  const bool largest = a.largest;
+
+  const ClusterSmem L = cluster_smem(a.slice, sizeof(Raw), a.cand_cap, a.sort_cap, a.stage_cap);
+  Raw* keys = reinterpret_cast<Raw*>(smem + L.data);
+  uint32_t* hist = reinterpret_cast<uint32_t*>(smem + L.hist);
+  uint32_t* red = reinterpret_cast<uint32_t*>(smem + L.red);
+  uint32_t* cand_key = reinterpret_cast<uint32_t*>(smem + L.cand_raw);
+  uint32_t* cand_pos = reinterpret_cast<uint32_t*>(smem + L.cand_pos);
+  uint64_t* sort_key = reinterpret_cast<uint64_t*>(smem + L.sort_key);
+  uint32_t* sort_val = reinterpret_cast<uint32_t*>(smem + L.sort_val);
+  uint32_t* stage_key = reinterpret_cast<uint32_t*>(smem + L.stage_key);
+  uint32_t* stage_pos = reinterpret_cast<uint32_t*>(smem + L.stage_pos);
+
+  for (int i = tid; i < kBins; i += kThreads) {
+    hist[i] = 0;
+    red[i] = 0;
+  }
+  if (tid == 0) ctl.gt = ctl.eq = ctl.ncand = ctl.nstage = 0;
+  __syncthreads();
+  // Rank 0's counters and reduction bins are zero before any peer touches them: the wait
+  // sits just before the first remote access, so the load below overlaps the barrier.
+  if (csize > 1) tile::cluster_arrive();
+
+  // ---- load: order keys into shared memory, histogram of their top digit -----------------
+  constexpr int kTopShift = kKB - kDigitBits;
+  auto to_key = [&](uint32_t raw) -> uint32_t {
+    const uint32_t key = order_key<Keys>(raw, largest);
+    atomicAdd(&hist[key >> kTopShift], 1u);
+    return key;
+  };
+  if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
+    // TMA bulk copy of the slice (all of it in flight at once, no registers), then the
+    // keys and the histogram in place, in shared memory.
+    const int nv = cnt / kVec;
+    if (tid == 0) {
+      tile::mbarrier_init(&ctl.load_bar, 1);
+      const uint32_t bytes = static_cast<uint32_t>(nv) * 16u;
+      tile::mbarrier_arrive_expect_tx(&ctl.load_bar, bytes);
+      constexpr uint32_t kChunk = 32 * 1024;
+      for (uint32_t off = 0; off < bytes; off += kChunk)
+        tile::bulk_copy_g2s(reinterpret_cast<char*>(keys) + off, reinterpret_cast<const char*>(xr) + off,
+                            bytes - off < kChunk ? bytes - off : kChunk, &ctl.load_bar);
+    }
+    for (int i = nv * kVec + tid; i < cnt; i += kThreads) keys[i] = xr[i];  // the < 16-byte tail
+    __syncthreads();  // the barrier is initialised before anyone waits on it
+    tile::mbarrier_wait(&ctl.load_bar, 0);
+    uint4* vk = reinterpret_cast<uint4*>(keys);
+    for (int v = tid; v < nv; v += kThreads) {
+      uint4 pack = vk[v];
+      Raw* e = reinterpret_cast<Raw*>(&pack);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) e[j] = static_cast<Raw>(to_key(e[j]));
+      vk[v] = pack;
+    }
+    for (int i = nv * kVec + tid; i < cnt; i += kThreads) keys[i] = static_cast<Raw>(to_key(keys[i]));
+  } else {
+    for (int i0 = tid; i0 < cnt; i0 += kThreads * kUnroll) {
+      Raw buf[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = i0 + u * kThreads;
+        if (i < cnt) buf[u] = __ldcs(xr + i);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = i0 + u * kThreads;
+        if (i < cnt) keys[i] = static_cast<Raw>(to_key(buf[u]));
+      }
+    }
+  }
+  __syncthreads();
+  mark();
+
+  auto out_index = [&](int i) -> uint32_t {
+    return a.idx_map != nullptr ? static_cast<uint32_t>(a.idx_map[in_row * a.row_stride + lo + i])
+                                : static_cast<uint32_t>(seg0 + lo + i);
+  };
+  // The element's bits: from its key, except NaNs (one key for all), re-read from memory.
+  auto raw_of = [&](uint32_t key, int i) -> uint32_t {
+    if (is_nan_key<Keys>(key, largest)) return xr[i];
+    const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+    const uint32_t asc = largest ? key : (~key & Keys::kMask);
+    return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
+  };
+  auto composite = [&](uint32_t key, uint32_t idx) -> uint64_t {
+    return (uint64_t{key} << 32) | (0xffffffffu - idx);
+  };
+  const uint32_t gt_addr = tile::peer_addr(&ctl.gt, 0);
+  const uint32_t eq_addr = tile::peer_addr(&ctl.eq, 0);
+  Raw* vals_out = static_cast<Raw*>(a.values) + row * a.out_stride;
+  int64_t* idx_out = a.indices + row * a.out_stride;
+
+  // One output element: global memory when unsorted, else rank 0's sort buffer.
+  auto write_out = [&](uint32_t slot, uint32_t key, int i) {
+    const uint32_t idx = out_index(i);
+    const uint32_t raw = raw_of(key, i);
+    if (a.sorted) {
+      tile::peer_store_u64(tile::peer_addr(&sort_key[slot], 0), composite(key, idx));
+      tile::peer_store_u32(tile::peer_addr(&sort_val[slot], 0), raw);
+    } else {
+      vals_out[slot] = static_cast<Raw>(raw);
+      idx_out[slot] = idx;
+    }
+  };
+  // Warp-aggregated slot claim on one of rank 0's counters. All lanes call it.
+  auto claim = [&](bool pred, uint32_t counter) -> uint32_t {
+    const uint32_t ballot = __ballot_sync(0xffffffffu, pred);
+    if (ballot == 0) return 0;
+    const int leader = __ffs(ballot) - 1;
+    uint32_t base = 0;
+    if (lane == leader) base = tile::peer_atomic_add(counter, __popc(ballot));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    return base + __popc(ballot & tile::lanemask_lt());
+  };
+
+  // Output elements are staged in shared memory and claim their rank-0 slots once per CTA
+  // at the end: a remote atomic per warp step would put DSMEM latency in the scan. Past
+  // the staging capacity (huge unsorted k) they claim directly. All lanes call it.
+  uint32_t final_need = 0, final_eq_base = 0;
+  auto stage = [&](bool pred, uint32_t key, int i, bool is_eq) {
+    const uint32_t ballot = __ballot_sync(0xffffffffu, pred);
+    if (ballot == 0) return;
+    const int leader = __ffs(ballot) - 1;
+    uint32_t base = 0;
+    if (lane == leader) base = atomicAdd(&ctl.nstage, __popc(ballot));
+    const uint32_t slot = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
+    const bool staged = slot < static_cast<uint32_t>(a.stage_cap);
+    if (pred && staged) {
+      stage_key[slot] = key;
+      stage_pos[slot] = static_cast<uint32_t>(i) | (is_eq ? 0x80000000u : 0u);
+    }
+    const uint32_t s = claim(pred && !staged, is_eq ? eq_addr : gt_addr);
+    if (pred && !staged) {
+      if (!is_eq) write_out(s, key, i);
+      else if (s < final_need) write_out(final_eq_base + s, key, i);
+    }
+  };
+
+  // ---- digit loop ------------------------------------------------------------------------
+  // The k-th element's composite agrees with `prefix` above bit h; `need` of the elements
+  // that agree are still to be taken.
+  uint64_t prefix = 0;
+  int h = kW;
+  int width = kDigitBits;
+  uint32_t need = static_cast<uint32_t>(k);
+  bool first_scan = true;
+  bool waited = false;
+  for (;;) {
+    // Publish this CTA's histogram into rank 0's, which selects the bin.
+    const int nb = 1 << width;
+    if (!waited) {
+      if (csize > 1) tile::cluster_wait();
+      waited = true;
+    }
+    const uint32_t red0 = tile::peer_addr(red, 0);
+    for (int b = tid; b < nb; b += kThreads) {
+      const uint32_t v = hist[b];
+      if (v != 0) {
+        tile::peer_red_add(red0 + 4u * b, v);
+        hist[b] = 0;
+      }
+    }
+    detail::cluster_or_cta_sync(csize);
+    mark();
+    if (rank == 0) {
+      detail::select_bin<kThreads>(red, nb, need, ctl);
+      __syncthreads();
+      for (int b = tid; b < nb; b += kThreads) red[b] = 0;
+    }
+    detail::cluster_or_cta_sync(csize);
+    if (tid == 0) {
+      ctl.bcast[0] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_bin, 0));
+      ctl.bcast[1] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_need, 0));
+      ctl.bcast[2] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_exact, 0));
+    }
+    __syncthreads();
+    mark();
+    const uint32_t bin = ctl.bcast[0];
+    const uint32_t nneed = ctl.bcast[1];
+    const int nh = h - width;
+    const uint64_t nprefix = (prefix << width) | bin;
+    const bool done = ctl.bcast[2] != 0 || nh == 0 ||
+                      (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
+    const int nwidth = done ? 0 : detail::digit_width(nh);
+    if (done) {
+      final_need = nneed;                               // equal elements still to take
+      final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
+    }
+    const bool from_list = !first_scan && ctl.ncand <= static_cast<uint32_t>(a.cand_cap);
+
+    // Act on one element that may matter: above the new prefix, emit; equal, emit (when
+    // done) or keep as a candidate and count its next digit. All lanes call it.
+    auto act = [&](bool gt, bool eq, uint32_t key, int i, uint64_t c) {
+      stage(gt, key, i, false);
+      if (done) {
+        stage(eq, key, i, true);
+        return;
+      }
+      if (first_scan) {
+        const uint32_t ballot = __ballot_sync(0xffffffffu, eq);
+        uint32_t base = 0;
+        if (ballot != 0) {
+          const int leader = __ffs(ballot) - 1;
+          if (lane == leader) base = atomicAdd(&ctl.ncand, __popc(ballot));
+          base = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
+        }
+        if (eq && base < static_cast<uint32_t>(a.cand_cap)) {
+          cand_key[base] = key;
+          cand_pos[base] = static_cast<uint32_t>(i);
+        }
+      }
+      if (eq) atomicAdd(&hist[static_cast<uint32_t>(detail::shr(c, nh - nwidth)) & ((1u << nwidth) - 1u)], 1u);
+    };
+
+    if (h > 32 && (nh > 32 || done)) {
+      // Key digits: the prefixes are key ranges, so classifying is two 32-bit compares.
+      const int s_old = h - 32, s_new = nh - 32;
+      const uint32_t old_hi = static_cast<uint32_t>(((prefix << s_old) | ((uint64_t{1} << s_old) - 1)) & Keys::kMask);
+      const uint32_t new_lo = static_cast<uint32_t>(nprefix << s_new);
+      const uint32_t new_hi = static_cast<uint32_t>(new_lo | ((uint64_t{1} << s_new) - 1));
+      auto visit = [&](bool valid, uint32_t key, int i) {
+        const bool any = valid && key >= new_lo && key <= old_hi;
+        if (!__any_sync(0xffffffffu, any)) return;
+        act(any && key > new_hi, any && key <= new_hi, key, i, uint64_t{key} << 32);
+      };
+      if (from_list) {
+        const int total = static_cast<int>(ctl.ncand);
+        for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
+          const int j = b0 + lane;
+          const bool valid = j < total;
+          visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
+        }
+      } else {
+        const int nvec = (cnt + kVec - 1) / kVec;
+        for (int b0 = warp * 32; b0 < nvec; b0 += kThreads) {
+          const int v = b0 + lane;
+          uint4 pack = make_uint4(0, 0, 0, 0);
+          if (v < nvec) pack = reinterpret_cast<const uint4*>(keys)[v];
+          const Raw* e = reinterpret_cast<const Raw*>(&pack);
+          bool any = false;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j)
+            any |= v * kVec + j < cnt && e[j] >= new_lo && e[j] <= old_hi;
+          if (!__any_sync(0xffffffffu, any)) continue;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) visit(v * kVec + j < cnt, e[j], v * kVec + j);
+        }
+      }
+    } else {
+      // Position digits (the k-th key is NaN and ties must go to the lowest positions):
+      // full composites. Rare, so kept simple.
+      auto visit = [&](bool valid, uint32_t key, int i) {
+        uint64_t c = 0;
+        bool match = false;
+        if (valid) {
+          c = composite(key, out_index(i));
+          match = detail::shr(c, h) == prefix;
+        }
+        const uint64_t t = detail::shr(c, nh);
+        const bool gt = match && t > nprefix, eq = match && t == nprefix;
+        if (!__any_sync(0xffffffffu, gt || eq)) return;
+        act(gt, eq, key, i, c);
+      };
+      if (from_list) {
+        const int total = static_cast<int>(ctl.ncand);
+        for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
+          const int j = b0 + lane;
+          const bool valid = j < total;
+          visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
+        }
+      } else {
+        for (int b0 = warp * 32; b0 < cnt; b0 += kThreads) {
+          const int i = b0 + lane;
+          visit(i < cnt, i < cnt ? uint32_t{keys[i]} : 0u, i);
+        }
+      }
+    }
+    mark();
+    if (done) break;
+    __syncthreads();  // histogram and candidate count complete
+    prefix = nprefix;
+    h = nh;
+    width = nwidth;
+    need = nneed;
+    first_scan = false;
+  }
+
+  // ---- flush the staged elements: one slot claim per CTA for each kind -------------------
+  __syncthreads();
+  const int staged = static_cast<int>(min(ctl.nstage, static_cast<uint32_t>(a.stage_cap)));
+  if (tid < 2) ctl.flush[tid] = 0;
+  __syncthreads();
+  uint32_t my_gt = 0, my_eq = 0;
+  for (int j = tid; j < staged; j += kThreads) (stage_pos[j] >> 31 ? my_eq : my_gt) += 1;
+  if (my_gt) atomicAdd(&ctl.flush[0], my_gt);
+  if (my_eq) atomicAdd(&ctl.flush[1], my_eq);
+  __syncthreads();
+  if (tid == 0) {
+    ctl.flush[2] = ctl.flush[0] ? tile::peer_atomic_add(gt_addr, ctl.flush[0]) : 0;
+    ctl.flush[3] = ctl.flush[1] ? tile::peer_atomic_add(eq_addr, ctl.flush[1]) : 0;
+    ctl.flush[0] = ctl.flush[1] = 0;  // reused as local cursors
+  }
+  __syncthreads();
+  for (int j = tid; j < staged; j += kThreads) {
+    const uint32_t pos = stage_pos[j];
+    const int i = static_cast<int>(pos & 0x7fffffffu);
+    if (pos >> 31) {
+      const uint32_t s = ctl.flush[3] + atomicAdd(&ctl.flush[1], 1u);
+      if (s < final_need) write_out(final_eq_base + s, stage_key[j], i);
+    } else {
+      write_out(ctl.flush[2] + atomicAdd(&ctl.flush[0], 1u), stage_key[j], i);
+    }
+  }
+
+  mark();
+  // Every emission has landed in rank 0 (and no peer still reads this CTA's memory).
+  detail::cluster_or_cta_sync(csize);
+  mark();
+#if FLYOPS_TOPK_TRACE
+  auto dump = [&] {
+    if (blockIdx.x == 0 && tid == 0) {
+      printf("topk trace C=%u cnt=%d k=%d ncand=%u nstage=%u:", csize, cnt, k, ctl.ncand, ctl.nstage);
+      for (int i = 1; i < ntr; ++i) printf(" %llu", tr[i] - tr[0]);
+      printf("\n");
+    }
+  };
+#else
+  auto dump = [] {};
+#endif
+  if (!a.sorted || rank != 0) {
+    dump();
+    return;
+  }
+
+  // ---- rank 0: bitonic sort of the k composites, largest first ---------------------------
+  const int P = a.sort_cap;
+  for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
+  __syncthreads();
+  // A warp owns 64 consecutive elements per pass over the pairs, so stages whose pairs
+  // are closer than 64 (and whose successor's are too) need only the warp's barrier.
+  for (int size = 2; size <= P; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int t = tid; t < P / 2; t += kThreads) {
+        const int i = 2 * t - (t & (stride - 1));
+        const int j = i + stride;
+        const bool desc = (i & size) == 0;
+        const uint64_t ki = sort_key[i], kj = sort_key[j];
+        if ((ki < kj) == desc) {
+          sort_key[i] = kj;
+          sort_key[j] = ki;
+          const uint32_t vi = sort_val[i];
+          sort_val[i] = sort_val[j];
+          sort_val[j] = vi;
+        }
+      }
+      const int next = stride > 1 ? stride >> 1 : size;  // the next stage's distance
+      if (stride >= 64 || next >= 64)
+        __syncthreads();
+      else
+        __syncwarp();
+    }
+  }
+  for (int r = tid; r < k; r += kThreads) {
+    vals_out[r] = static_cast<Raw>(sort_val[r]);
+    idx_out[r] = 0xffffffffu - static_cast<uint32_t>(sort_key[r]);
+  }
+  mark();
+  dump();
+}
+
+namespace flyops::topk {
+#endif
+
+}  // namespace flyops::topk

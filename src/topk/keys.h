@@ -1,0 +1,58 @@
+// Radix keys: unsigned integers whose order is the order stock TopK sorts by. Every NaN
+// (either sign, any payload) maps to the top key, so NaNs tie with each other and sit above
+// +inf; -0.0 maps just below +0.0. For smallest-first the key is complemented, which keeps
+// NaNs tied (at the bottom). Host and device.
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/arch.h"
+
+namespace flyops::topk {
+
+template <int kBits>
+struct FloatKeys;
+
+template <>
+struct FloatKeys<32> {
+  using Raw = uint32_t;
+  static constexpr int kBits = 32;
+  static constexpr uint32_t kMask = 0xffffffffu;
+  static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffffffu) > 0x7f800000u; }
+  static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x80000000u; }
+};
+
+// fp16 and bf16 differ only in where NaN starts.
+template <uint32_t kInfBits>
+struct HalfKeys {
+  using Raw = uint16_t;
+  static constexpr int kBits = 16;
+  static constexpr uint32_t kMask = 0xffffu;
+  static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffu) > kInfBits; }
+  static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x8000u; }
+};
+using Fp16Keys = HalfKeys<0x7c00u>;
+using Bf16Keys = HalfKeys<0x7f80u>;
+
+// The ascending key of raw bits: negatives reversed below positives, NaN on top.
+template <typename Keys>
+FLYOPS_HD uint32_t ascending_key(uint32_t b) {
+  if (Keys::is_nan(b)) return Keys::kMask;
+  const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  return Keys::sign(b) ? (~b & Keys::kMask) : (b | top);
+}
+
+// The key whose largest values come first in the output.
+template <typename Keys>
+FLYOPS_HD uint32_t order_key(uint32_t b, bool largest) {
+  const uint32_t k = ascending_key<Keys>(b);
+  return largest ? k : (~k & Keys::kMask);
+}
+
+// Whether an order key is the NaN key (their raw bits may differ, so ties there matter).
+template <typename Keys>
+FLYOPS_HD bool is_nan_key(uint32_t key, bool largest) {
+  return key == (largest ? Keys::kMask : 0u);
+}
+
+}  // namespace flyops::topk

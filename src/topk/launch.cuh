@@ -1,0 +1,145 @@
+// The one place where the router's runtime choices (kernel, elements per lane, cluster
+// size) become template parameters and launch geometry. Included by one .cu per dtype.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "argmax_kernel.cuh"
+#include "cluster_kernel.cuh"
+#include "common/per_device.h"
+#include "dispatch.h"
+#include "flyops/device.h"
+#include "flyops/tile/launch.h"
+#include "warp_kernel.cuh"
+
+namespace flyops::topk {
+
+inline Status launch_status() {
+  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+template <typename Keys>
+struct Launcher {
+  using Raw = typename Keys::Raw;
+
+  template <int kE>
+  static Status warp_e(const TopkParams& p) {
+    WarpArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, p.values, p.indices};
+    const int64_t grid = (p.rows + kWarpRowsPerCta - 1) / kWarpRowsPerCta;
+    flyops_topk_warp<Keys, kE><<<static_cast<unsigned>(grid), kWarpThreads, 0, p.stream>>>(a);
+    return launch_status();
+  }
+
+  static Status warp(const TopkParams& p) {
+    const int64_t per_lane = (p.n + 31) / 32;
+    if (per_lane <= 1) return warp_e<1>(p);
+    if (per_lane <= 2) return warp_e<2>(p);
+    if (per_lane <= 4) return warp_e<4>(p);
+    if (per_lane <= 8) return warp_e<8>(p);
+    if (per_lane <= 16) return warp_e<16>(p);
+    return Status::kUnsupported;
+  }
+
+  // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.
+  static bool prepare(int device) {
+    return per_device_once<Launcher<Keys>, 0>(device, [] {
+             auto k = &flyops_topk_cluster<Keys>;
+             bool ok = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            kMaxDynSmem) == cudaSuccess;
+             ok = ok && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+                            cudaSuccess;
+             ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys>,
+                                             cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+             if (!ok) cudaGetLastError();
+             return ok ? 1 : 0;
+           }) != 0;
+  }
+
+  // One cluster launch: `a` has everything but the geometry.
+  static Status cluster(ClusterArgs a, int64_t n_max, int cluster, cudaStream_t stream, int device) {
+    const ClusterGeometry g = cluster_geometry(n_max, cluster, sizeof(Raw), a.k, a.sorted);
+    if (!g.fits || !prepare(device)) return Status::kUnsupported;
+    a.slice = g.slice;
+    a.cand_cap = g.cand_cap;
+    a.sort_cap = g.sort_cap;
+    a.stage_cap = g.stage_cap;
+    const cudaError_t e = tile::launch_cluster(&flyops_topk_cluster<Keys>, dim3(unsigned(a.rows * cluster)),
+                                               dim3(kClusterThreads), g.smem, stream, cluster, a);
+    return e == cudaSuccess ? launch_status() : Status::kCudaError;
+  }
+
+  static Status one_pass(const TopkParams& p, int cluster) {
+    ClusterArgs a{};
+    a.x = p.x;
+    a.rows = p.rows;
+    a.n = a.seg_len = p.n;
+    a.segs = 1;
+    a.row_stride = p.x_row_stride;
+    a.k = a.out_stride = static_cast<int>(p.k);
+    a.largest = p.largest;
+    a.sorted = p.sorted;
+    a.values = p.values;
+    a.indices = p.indices;
+    return Launcher::cluster(a, p.n, cluster, p.stream, p.device);
+  }
+
+  // Stage 1: the k best of each segment of each row (unsorted) into the workspace; stage 2:
+  // the k best of each row's union, positions mapped back through stage 1's indices.
+  static Status two(const TopkParams& p, const TopkPlan& plan) {
+    const TwoStage t = two_stage(p.n, p.k, plan.seg_len);
+    const int64_t entries = p.rows * t.segments * p.k;
+    const int64_t vals_bytes = (entries * int64_t(sizeof(Raw)) + 15) / 16 * 16;
+    void* ws_vals = p.workspace;
+    int64_t* ws_idx = reinterpret_cast<int64_t*>(static_cast<char*>(p.workspace) + vals_bytes);
+    ClusterArgs a{};
+    a.x = p.x;
+    a.rows = p.rows * t.segments;
+    a.n = p.n;
+    a.row_stride = p.x_row_stride;
+    a.segs = t.segments;
+    a.seg_len = plan.seg_len;
+    a.k = a.out_stride = static_cast<int>(p.k);
+    a.largest = p.largest;
+    a.sorted = false;
+    a.values = ws_vals;
+    a.indices = ws_idx;
+    if (Status s = Launcher::cluster(a, plan.seg_len, plan.seg_cluster, p.stream, p.device);
+        s != Status::kSuccess)
+      return s;
+    ClusterArgs b{};
+    b.x = ws_vals;
+    b.rows = p.rows;
+    b.n = b.seg_len = t.n2;
+    b.segs = 1;
+    b.row_stride = t.segments * p.k;
+    b.idx_map = ws_idx;
+    b.k = b.out_stride = static_cast<int>(p.k);
+    b.largest = p.largest;
+    b.sorted = p.sorted;
+    b.values = p.values;
+    b.indices = p.indices;
+    return Launcher::cluster(b, t.n2, plan.cluster, p.stream, p.device);
+  }
+
+  static Status argmax(const TopkParams& p, int cluster) {
+    ArgmaxArgs a{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, p.values, p.indices};
+    a.slice = ((p.n + cluster - 1) / cluster + 7) / 8 * 8;
+    if (!prepare(p.device)) return Status::kUnsupported;
+    const cudaError_t e = tile::launch_cluster(&flyops_topk_argmax<Keys>, dim3(unsigned(p.rows * cluster)),
+                                               dim3(kArgmaxThreads), 0, p.stream, cluster, a);
+    return e == cudaSuccess ? launch_status() : Status::kCudaError;
+  }
+
+  static Status run(const TopkParams& p, const TopkPlan& plan) {
+    if (p.rows == 0) return Status::kSuccess;
+    switch (plan.kind) {
+      case TopkPlan::Kind::kWarp: return warp(p);
+      case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster);
+      case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
+      case TopkPlan::Kind::kTwoStage: return two(p, plan);
+      default: return Status::kUnsupported;
+    }
+  }
+};
+
+}  // namespace flyops::topk

@@ -1,0 +1,186 @@
+// TopK router: supports() says whether a flyops kernel can take the call at all; choose()
+// picks the kernel and its cluster size.
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+
+#include "dispatch.h"
+#include "flyops/topk.h"
+#include "traits.h"
+#include "tuned_table.h"
+
+namespace flyops {
+namespace {
+
+std::atomic<int> g_forced_kind{-1};
+std::atomic<int> g_forced_cluster{0};
+
+Support fail(const char* reason) { return Support{false, reason}; }
+
+TopkPlan stock(const char* reason) {
+  TopkPlan p;
+  p.reason = reason;
+  return p;
+}
+
+int elem_bytes(DType t) { return static_cast<int>(dtype_size(t)); }
+
+// Elements of a row one CTA holds: 64 KB, so two CTAs share an SM; 128 KB when a large
+// sorted k already takes that much shared memory for its sort (then fewer, longer slices
+// measured faster on the H200: bench/results/h200/topk_tune.json).
+int64_t slice_elems(DType t, int64_t k, bool sorted) {
+  const int bytes = sorted && k >= 512 ? 2 * topk::kSliceBytes : topk::kSliceBytes;
+  return bytes / elem_bytes(t);
+}
+
+// The smallest cluster that holds the row; then larger while the grid would not fill half
+// the GPU and each CTA keeps at least 2048 elements.
+int cluster_for(int64_t rows, int64_t n, DType t, int64_t k, bool sorted, const DeviceInfo& dev) {
+  const int64_t per = slice_elems(t, k, sorted);
+  int c = static_cast<int>(topk::pow2_ceil((n + per - 1) / per));
+  if (c > topk::kMaxCluster) return 0;
+  while (c < topk::kMaxCluster && rows * c * 2 <= int64_t(dev.sm_count) && n / (2 * c) >= 2048) c *= 2;
+  return c;
+}
+
+// Arg-max: CTAs enough to fill the GPU once (more measured slower: each adds a cluster
+// reduction), each streaming 4096 to kArgmaxMaxSlice elements; 0 when a row needs more
+// than one cluster.
+int argmax_cluster(int64_t rows, int64_t n, const DeviceInfo& dev) {
+  int c = 1;
+  while (c < topk::kMaxCluster && (n + c - 1) / c > topk::kArgmaxMaxSlice) c *= 2;
+  if ((n + c - 1) / c > topk::kArgmaxMaxSlice) return 0;
+  while (c < topk::kMaxCluster && rows * c * 2 <= int64_t(dev.sm_count) && n / (2 * c) >= 4096) c *= 2;
+  return c;
+}
+
+bool cluster_fits(int64_t n, int c, DType t, int64_t k, bool sorted) {
+  return c >= 1 && c <= topk::kMaxCluster &&
+         topk::cluster_geometry(n, c, elem_bytes(t), k, sorted).fits;
+}
+
+// Huge rows: segments of one or more CTAs each, so that stage 2 holds segments * k elements
+// in one cluster.
+bool two_stage_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) {
+  const int64_t cap2 = int64_t(topk::kMaxCluster) * slice_elems(p.dtype, p.k, p.sorted);
+  for (int sc = 1; sc <= topk::kMaxCluster; sc *= 2) {
+    const int64_t seg = sc * slice_elems(p.dtype, p.k, false);
+    if (seg < p.k || seg >= p.n) continue;
+    const topk::TwoStage t = topk::two_stage(p.n, p.k, seg);
+    if (t.n2 > cap2) continue;
+    const int c2 = cluster_for(p.rows, t.n2, p.dtype, p.k, p.sorted, dev);
+    if (c2 == 0 || !cluster_fits(seg, sc, p.dtype, p.k, false) ||
+        !cluster_fits(t.n2, c2, p.dtype, p.k, p.sorted))
+      continue;
+    plan.kind = TopkPlan::Kind::kTwoStage;
+    plan.seg_len = seg;
+    plan.seg_cluster = sc;
+    plan.cluster = c2;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
+  if (!dev.valid) return fail("device query failed");
+  if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
+  if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return fail("dtype not float32, float16 or bfloat16");
+  if (p.rows <= 0 || p.n <= 0 || p.k <= 0) return fail("empty input or k == 0");
+  if (p.k > p.n) return fail("k larger than the row");
+  if (p.n > INT_MAX / 2) return fail("rows beyond 2^30 elements");
+  if (p.rows > 1 && p.x_row_stride < p.n) return fail("rows overlap (row stride < N)");
+  if (p.x == nullptr || p.values == nullptr || p.indices == nullptr) return fail("null pointer");
+  return Support{true, ""};
+}
+
+TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
+  const Support s = topk_supports(p, dev);
+  if (!s.ok) return stock(s.reason);
+
+  TopkPlan plan;
+  const int forced = g_forced_kind.load(std::memory_order_relaxed);
+  const int forced_c = g_forced_cluster.load(std::memory_order_relaxed);
+  if (forced == 0) return stock("forced to stock (tuning)");
+  if (forced == 1 && p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK) {
+    plan.kind = TopkPlan::Kind::kWarp;
+    return plan;
+  }
+  if (forced == 4 && p.k == 1 && forced_c >= 1 && forced_c <= topk::kMaxCluster &&
+      (p.n + forced_c - 1) / forced_c <= topk::kArgmaxMaxSlice) {
+    plan.kind = TopkPlan::Kind::kArgmax;
+    plan.cluster = forced_c;
+    return plan;
+  }
+  if (forced == 2 && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
+    plan.kind = TopkPlan::Kind::kCluster;
+    plan.cluster = forced_c;
+    return plan;
+  }
+
+  if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && forced != 2 && forced != 3) {
+    plan.kind = TopkPlan::Kind::kWarp;
+    return plan;
+  }
+  if (p.k == 1 && forced != 2 && forced != 3) {
+    const int ca = argmax_cluster(p.rows, p.n, dev);
+    if (ca != 0) {
+      plan.kind = TopkPlan::Kind::kArgmax;
+      plan.cluster = ca;
+      return plan;
+    }
+  }
+  if (forced < 0 && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
+  const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
+  if (c != 0 && forced != 3) {
+    if (!cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) return stock("k too large to sort in shared memory");
+    plan.kind = TopkPlan::Kind::kCluster;
+    plan.cluster = c;
+    return plan;
+  }
+  if (two_stage_plan(p, dev, plan)) return plan;
+  return stock(c == 0 ? "row too long for one cluster and k or rows too large for two stages"
+                      : "k too large to sort in shared memory");
+}
+
+void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t len) {
+  switch (plan.kind) {
+    case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
+    case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
+    case TopkPlan::Kind::kCluster:
+      std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d>", dtype_name(dtype), plan.cluster);
+      break;
+    case TopkPlan::Kind::kArgmax:
+      std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
+      break;
+    case TopkPlan::Kind::kTwoStage:
+      std::snprintf(buf, len, "flyops_topk_two_stage<%s,seg%lldx%d,c%d>", dtype_name(dtype),
+                    static_cast<long long>(plan.seg_len), plan.seg_cluster, plan.cluster);
+      break;
+  }
+}
+
+std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
+  if (plan.kind != TopkPlan::Kind::kTwoStage) return 0;
+  const topk::TwoStage t = topk::two_stage(p.n, p.k, plan.seg_len);
+  const int64_t entries = p.rows * t.segments * p.k;
+  return static_cast<std::size_t>((entries * elem_bytes(p.dtype) + 15) / 16 * 16 + entries * 8);
+}
+
+Status topk_run(const TopkParams& p, const TopkPlan& plan) {
+  const topk::DtypeOps* ops = topk::ops_for(p.dtype);
+  if (ops == nullptr || !plan.flyops()) return Status::kUnsupported;
+  if (plan.kind == TopkPlan::Kind::kTwoStage && p.workspace_bytes < topk_workspace_bytes(p, plan))
+    return Status::kInvalidArgument;
+  return ops->run(p, plan);
+}
+
+void topk_force(int kind, int cluster) {
+  g_forced_kind.store(kind, std::memory_order_relaxed);
+  g_forced_cluster.store(cluster, std::memory_order_relaxed);
+}
+
+}  // namespace flyops

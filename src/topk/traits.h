@@ -1,0 +1,79 @@
+// Compile-time constants and launch geometry of the TopK kernels, shared by the router
+// (host C++) and the kernels (CUDA).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/arch.h"
+
+namespace flyops::topk {
+
+// ---- warp kernel: one row per warp, up to 32 elements per lane ----------------------------
+inline constexpr int kWarpThreads = 256;
+inline constexpr int kWarpRowsPerCta = kWarpThreads / 32;
+inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
+inline constexpr int kWarpMaxK = 32;
+
+// ---- arg-max kernel (k == 1 on long rows) -----------------------------------------------------
+inline constexpr int kArgmaxThreads = 512;
+inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
+
+// ---- cluster kernel -------------------------------------------------------------------------
+inline constexpr int kClusterThreads = 512;
+inline constexpr int kDigitBits = 11;
+inline constexpr int kBins = 1 << kDigitBits;
+inline constexpr int kMaxCluster = 16;          // non-portable size, supported on H100/H200
+inline constexpr int kSliceBytes = 64 * 1024;   // row bytes per CTA: two CTAs fit an SM
+inline constexpr int kMaxDynSmem = 227 * 1024 - 1024;
+
+// Dynamic shared memory of one CTA, in bytes, and the offsets of its parts.
+struct ClusterSmem {
+  int data, hist, red, cand_raw, cand_pos, sort_key, sort_val, stage_key, stage_pos, total;
+};
+FLYOPS_HD ClusterSmem cluster_smem(int slice, int elem_bytes, int cand_cap, int sort_cap, int stage_cap) {
+  auto up16 = [](int b) { return (b + 15) & ~15; };
+  ClusterSmem s;
+  s.data = 0;
+  s.sort_key = up16(slice * elem_bytes);  // u64s: 8-byte aligned after the 16-byte-rounded data
+  s.hist = s.sort_key + sort_cap * 8;
+  s.red = s.hist + kBins * 4;
+  s.cand_raw = s.red + kBins * 4;
+  s.cand_pos = s.cand_raw + cand_cap * 4;
+  s.sort_val = s.cand_pos + cand_cap * 4;
+  s.stage_key = s.sort_val + sort_cap * 4;
+  s.stage_pos = s.stage_key + stage_cap * 4;
+  s.total = up16(s.stage_pos + stage_cap * 4);
+  return s;
+}
+
+inline int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// How a row of n elements spreads over a cluster of `cluster` CTAs.
+struct ClusterGeometry {
+  int slice = 0;     // elements per CTA, a multiple of 8
+  int cand_cap = 0;  // first-scan candidates kept per CTA
+  int sort_cap = 0;  // power of two >= k when sorted
+  int stage_cap = 0; // output elements a CTA stages before claiming their slots
+  int smem = 0;
+  bool fits = false;
+};
+inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, int64_t k, bool sorted) {
+  ClusterGeometry g;
+  const int64_t slice = ((n + cluster - 1) / cluster + 7) / 8 * 8;
+  if (slice * elem_bytes > 2 * kSliceBytes || k > (int64_t{1} << 20)) return g;
+  g.slice = static_cast<int>(slice);
+  // Candidates: the elements in the k-th element's top-digit bin. A few percent of the
+  // slice for real data; more (all-equal rows) falls back to rescanning the slice.
+  g.cand_cap = static_cast<int>(slice / 8 < 256 ? 256 : (slice / 8 > 2048 ? 2048 : slice / 8));
+  g.sort_cap = sorted ? static_cast<int>(pow2_ceil(k)) : 0;
+  g.stage_cap = static_cast<int>(k < slice ? (k < 2048 ? k : 2048) : (slice < 2048 ? slice : 2048));
+  g.smem = cluster_smem(g.slice, elem_bytes, g.cand_cap, g.sort_cap, g.stage_cap).total;
+  g.fits = g.smem <= kMaxDynSmem;
+  return g;
+}
+
+}  // namespace flyops::topk

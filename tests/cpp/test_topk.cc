@@ -1,0 +1,185 @@
+// TopK on the CPU: the reference's ordering on hand-made rows, the kernels' radix keys
+// against the reference on random bit patterns (NaNs of both signs, signed zeros,
+// infinities, ties), and the router's choices and refusals for a described H200.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flyops/topk.h"
+#include "reference/numeric.h"
+#include "reference/topk_ref.h"
+#include "topk/keys.h"
+#include "topk/traits.h"
+
+using namespace flyops;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<int64_t> ref_topk(const std::vector<double>& x, int64_t k, bool largest) {
+  std::vector<int64_t> idx(static_cast<size_t>(k));
+  reference::topk(x.data(), 1, static_cast<int64_t>(x.size()), k, largest, idx.data());
+  return idx;
+}
+
+// Top-k positions by the kernels' order keys, ties to the lower position.
+template <typename Keys>
+std::vector<int64_t> key_topk(const std::vector<uint32_t>& raw, int64_t k, bool largest) {
+  std::vector<int64_t> order(raw.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+    return topk::order_key<Keys>(raw[i], largest) > topk::order_key<Keys>(raw[j], largest);
+  });
+  order.resize(static_cast<size_t>(k));
+  return order;
+}
+
+// Random bit patterns of a type, rich in the values whose order is subtle.
+std::vector<uint32_t> special_bits(std::mt19937& g, int n, int width) {
+  const uint32_t sign = width == 32 ? 0x80000000u : 0x8000u;
+  const uint32_t inf = width == 32 ? 0x7f800000u : 0x7c00u;  // fp16 here; bf16 patched below
+  std::vector<uint32_t> out(n);
+  std::uniform_int_distribution<uint32_t> any(0, width == 32 ? 0xffffffffu : 0xffffu);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (auto& b : out) {
+    switch (pick(g)) {
+      case 0: b = 0; break;                // +0
+      case 1: b = sign; break;             // -0
+      case 2: b = inf | 1u; break;         // NaN
+      case 3: b = sign | inf | 7u; break;  // -NaN, other payload
+      case 4: b = inf; break;              // +inf
+      case 5: b = sign | inf; break;       // -inf
+      case 6: b = width == 32 ? 0x3f800000u : 0x3c00u; break;  // 1.0, tied often
+      default: b = any(g);
+    }
+  }
+  return out;
+}
+
+double to_double(uint32_t b, int kind) {  // kind: 0 fp32, 1 fp16, 2 bf16
+  if (kind == 0) return reference::bits_to_float(b);
+  if (kind == 1) return reference::half_to_float(static_cast<uint16_t>(b));
+  return reference::bf16_to_float(static_cast<uint16_t>(b));
+}
+
+template <typename Keys>
+void check_keys_against_reference(int kind) {
+  std::mt19937 g(1234 + kind);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(g() % 300);
+    std::vector<uint32_t> raw = special_bits(g, n, Keys::kBits);
+    if (kind == 2)  // bf16: NaN and inf live at 0x7f80
+      for (auto& b : raw)
+        if ((b & 0x7fffu) >= 0x7c00u && (b & 0x7fffu) <= 0x7c07u) b = (b & 0x8000u) | 0x7f80u | (b & 7u);
+    std::vector<double> x(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) x[i] = to_double(raw[i], kind);
+    for (bool largest : {true, false}) {
+      const int64_t k = 1 + static_cast<int64_t>(g() % n);
+      const std::vector<int64_t> want = ref_topk(x, k, largest);
+      const std::vector<int64_t> got = key_topk<Keys>(raw, k, largest);
+      ASSERT_EQ(got, want) << "kind " << kind << " n " << n << " k " << k << " largest " << largest;
+    }
+  }
+}
+
+TopkParams params(DType t, int64_t rows, int64_t n, int64_t k, bool sorted = true) {
+  static char buf[64];
+  TopkParams p;
+  p.rows = rows;
+  p.n = n;
+  p.k = k;
+  p.dtype = t;
+  p.sorted = sorted;
+  p.x = buf;
+  p.x_row_stride = n;
+  p.values = buf;
+  p.indices = reinterpret_cast<int64_t*>(buf);
+  return p;
+}
+
+const DeviceInfo kH200 = fake_device_info(9, 0, 132);
+
+std::string plan_name(const TopkParams& p) {
+  char buf[128];
+  topk_plan_name(topk_choose(p, kH200), p.dtype, buf, sizeof(buf));
+  return buf;
+}
+
+}  // namespace
+
+TEST(TopkReference, OrdersLikeStock) {
+  const std::vector<double> x = {1.0, kNaN, -0.0, 0.0, 3.0, -kNaN, -kInf, kInf, 1.0};
+  // NaNs first (lower position first), then +inf, 3, the two 1.0s, +0 above -0, -inf.
+  EXPECT_EQ(ref_topk(x, 9, true), (std::vector<int64_t>{1, 5, 7, 4, 0, 8, 3, 2, 6}));
+  EXPECT_EQ(ref_topk(x, 9, false), (std::vector<int64_t>{6, 2, 3, 0, 8, 4, 7, 1, 5}));
+  EXPECT_EQ(ref_topk(x, 1, true), (std::vector<int64_t>{1}));
+  EXPECT_EQ(ref_topk(x, 2, false), (std::vector<int64_t>{6, 2}));
+}
+
+TEST(TopkKeys, MatchTheReferenceFp32) { check_keys_against_reference<topk::FloatKeys<32>>(0); }
+TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16Keys>(1); }
+TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
+
+TEST(TopkRoute, KernelPerShapeClass) {
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_warp<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_cluster<fp32,c2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_two_stage<fp32,seg16384x1,c16>");
+}
+
+TEST(TopkRoute, RefusalsSayWhy) {
+  auto reason = [](const TopkParams& p, const DeviceInfo& dev) {
+    const TopkPlan plan = topk_choose(p, dev);
+    EXPECT_FALSE(plan.flyops());
+    return std::string(plan.reason);
+  };
+  EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 5), fake_device_info(8, 0, 108)).find("9.0"), std::string::npos);
+  EXPECT_NE(reason(params(DType::kFloat64, 4, 100, 5), kH200).find("dtype"), std::string::npos);
+  EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 101), kH200).find("k larger"), std::string::npos);
+  EXPECT_NE(reason(params(DType::kFloat32, 0, 100, 5), kH200).find("empty"), std::string::npos);
+  EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 0), kH200).find("k == 0"), std::string::npos);
+  EXPECT_NE(reason(params(DType::kFloat32, 1, 100000, 60000), kH200).find("sort"), std::string::npos);
+  // The same k unsorted needs no sort: ours.
+  EXPECT_TRUE(topk_choose(params(DType::kFloat32, 1, 100000, 60000, false), kH200).flyops());
+  TopkParams overlap = params(DType::kFloat32, 4, 100, 5);
+  overlap.x_row_stride = 50;
+  EXPECT_NE(reason(overlap, kH200).find("overlap"), std::string::npos);
+}
+
+// Every plan the router picks over a sweep fits shared memory and its workspace covers the
+// two-stage layout.
+TEST(TopkRoute, PlansFit) {
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16})
+    for (int64_t rows : {1, 3, 64, 256, 4096})
+      for (int64_t n : {1, 31, 512, 513, 4097, 32000, 128256, 262144, 1000003, 1 << 24})
+        for (int64_t k : {1, 2, 50, 1024, 4096})
+          for (bool sorted : {true, false}) {
+            if (k > n || rows * n > (int64_t{1} << 26)) continue;
+            const TopkParams p = params(t, rows, n, k, sorted);
+            const TopkPlan plan = topk_choose(p, kH200);
+            if (plan.kind == TopkPlan::Kind::kCluster) {
+              EXPECT_TRUE(topk::cluster_geometry(n, plan.cluster, static_cast<int>(dtype_size(t)), k, sorted).fits);
+            }
+            if (plan.kind == TopkPlan::Kind::kTwoStage) {
+              EXPECT_GT(topk_workspace_bytes(p, plan), size_t(0));
+              EXPECT_TRUE(topk::cluster_geometry(plan.seg_len, plan.seg_cluster,
+                                                 static_cast<int>(dtype_size(t)), k, false).fits);
+            }
+            if (plan.kind == TopkPlan::Kind::kWarp) {
+              EXPECT_LE(n, topk::kWarpMaxN);
+              EXPECT_LE(k, topk::kWarpMaxK);
+            }
+          }
+}

@@ -1,0 +1,62 @@
+"""A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
+flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
+checked against stock. Run as: compute-sanitizer --kernel-regex kns=flyops_topk python this."""
+
+import sys
+
+import torch
+
+import flyops
+
+
+def check(x, k, largest=True, sorted=True):
+    ov, oi = torch.topk(x, k, largest=largest, sorted=sorted)
+    with flyops.disabled():
+        sv, _ = torch.topk(x, k, largest=largest, sorted=sorted)
+    iv = torch.int32 if x.dtype == torch.float32 else torch.int16
+    ok = torch.equal(ov.view(iv).sort(-1).values, sv.view(iv).sort(-1).values)
+    ok = ok and torch.equal(x.gather(-1, oi).view(iv), ov.view(iv))
+    return bool(ok)
+
+
+def main():
+    torch.manual_seed(0)
+    failures = 0
+    cases = 0
+    force = torch.ops.flyops._topk_force
+    for dtype in (torch.float32, torch.bfloat16):
+        for rows, n, k in ((3, 1, 1), (5, 33, 7), (64, 256, 8), (7, 1000, 32), (2, 4097, 50),
+                           (2, 131071, 1024), (1, 262144, 20)):
+            x = torch.randn(rows, n + 1, device="cuda").to(dtype)[:, 1:]  # misaligned rows
+            for xx in (x, x.contiguous()):
+                for largest, sorted in ((True, True), (False, False)):
+                    cases += 1
+                    failures += not check(xx, k, largest, sorted)
+        for c in (1, 2, 16):
+            force(2, c)
+            x = torch.randn(2, 40000, device="cuda").to(dtype)
+            x[:, ::7] = float("nan")
+            x[:, 1::9] = -0.0
+            cases += 1
+            failures += not check(x, 300)
+        for c in (1, 16):
+            force(4, c)
+            x = torch.randn(3, 40001, device="cuda").to(dtype)[:, 1:]
+            x[:, ::11] = float("nan")
+            cases += 1
+            failures += not check(x, 1)
+        force(3, 0)
+        x = torch.randn(1, 1 << 21, device="cuda").to(dtype)
+        cases += 1
+        failures += not check(x, 100)
+        force(-1, 0)
+        x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
+        cases += 1
+        failures += not check(x, 1000)
+    torch.cuda.synchronize()
+    print(f"topk sanitizer workload: {cases - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

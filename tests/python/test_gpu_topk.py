@@ -1,0 +1,371 @@
+"""TopK on the H200: flyops against stock, bit for bit, through the public PyTorch API.
+
+Stock is the specification: the values must equal stock's bitwise (in order when sorted;
+NaNs, whose order among themselves stock leaves to its sort, as a multiset), and the
+indices must gather those values. Every case also checks where the call went."""
+
+import pytest
+import torch
+
+import flyops
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
+            torch.float64: torch.int64, torch.int64: torch.int64}
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    torch.ops.flyops._topk_force(-1, 0)
+    yield
+    torch.ops.flyops._topk_force(-1, 0)
+    torch.cuda.empty_cache()
+
+
+def routed_calls():
+    return flyops.stats()["topk"]["flyops"]
+
+
+def bits(t):
+    return t.contiguous().view(INT_VIEW[t.dtype])
+
+
+def poison(shape, dtype):
+    """Leave a NaN (or -1) block of this size in the caching allocator for the output to reuse."""
+    t = torch.full(shape, float("nan") if dtype.is_floating_point else -1, device="cuda", dtype=dtype)
+    del t
+
+
+def assert_same_as_stock(x, k, dim=-1, largest=True, sorted=True, expect=None):
+    if expect is None:  # flyops, except a sorted k too large for the in-shared-memory sort
+        route = torch.ops.flyops._route_topk(x, k, dim, largest, sorted)
+        expect = "stock" if sorted and k > 4096 and "k too large to sort" in route else "flyops"
+    with flyops.disabled():
+        sv, si = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    poison(sv.shape, x.dtype)
+    before = routed_calls()
+    ov, oi = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+    torch.cuda.synchronize()
+    went = "flyops" if routed_calls() > before else "stock"
+    assert went == expect, f"routed to {went}, expected {expect}"
+    assert ov.shape == sv.shape and oi.shape == si.shape
+    assert ov.dtype == sv.dtype and oi.dtype == torch.int64
+    assert ov.stride() == sv.stride() and oi.stride() == si.stride()
+    check_result(x, k, dim, sorted, sv, ov, oi, largest, ours=went == "flyops")
+    return ov, oi
+
+
+def check_result(x, k, dim, sorted, sv, ov, oi, largest=True, ours=True):
+    """ov/oi against stock's values sv (see the module docstring)."""
+    n = x.size(dim)
+    xl, svl, ovl, oil = (t.movedim(dim, -1) for t in (x, sv, ov, oi))
+    # Indices valid, distinct per row, and gathering exactly the returned values.
+    assert bool(((oil >= 0) & (oil < n)).all())
+    if k > 1:
+        srt = oil.sort(dim=-1).values
+        assert bool((srt[..., 1:] != srt[..., :-1]).all()), "repeated index in a row"
+    assert torch.equal(bits(xl.gather(-1, oil)), bits(ovl)), "indices do not gather the values"
+    # Values: the same multiset of bit patterns per row ...
+    assert torch.equal(bits(ovl).sort(dim=-1).values, bits(svl).sort(dim=-1).values), "values differ"
+    # ... and, when sorted, the same order of values. Stock's order among elements that
+    # compare equal is its sort kernel's, which depends on k: a bitonic sort on float
+    # compares leaves -0.0/+0.0 in any order and NaNs first, a radix sort on raw bits puts
+    # -NaN last. flyops orders by the selection key (NaN first, +0.0 before -0.0). So the
+    # non-NaN values must match in order as values (-0.0 == +0.0); the bits already matched
+    # as a multiset above.
+    if sorted:
+        assert torch.equal(non_nan_in_order(ovl), non_nan_in_order(svl)), "sorted order differs"
+    if sorted and ours and x.is_floating_point():
+        key_o = order_keys(ovl)
+        assert bool((key_o[..., 1:] <= key_o[..., :-1]).all() if largest else
+                    (key_o[..., 1:] >= key_o[..., :-1]).all()), "not sorted by the selection key"
+
+
+def non_nan_in_order(v):
+    """Each row's non-NaN values in their order, NaNs moved to the end and zeroed."""
+    nan = v.isnan()
+    order = torch.sort(nan.to(torch.uint8), dim=-1, stable=True).indices
+    packed = v.gather(-1, order)
+    return torch.where(packed.isnan(), torch.zeros_like(packed), packed)
+
+
+def order_keys(v):
+    """Stock's selection key (NaN above +inf, -0.0 below +0.0) as int64, per element."""
+    b = bits(v).long()
+    width = 32 if v.dtype == torch.float32 else 16
+    b = b & ((1 << width) - 1)
+    top = 1 << (width - 1)
+    key = torch.where(b & top != 0, (~b) & ((1 << width) - 1), b | top)
+    return torch.where(v.isnan(), torch.full_like(key, (1 << width) - 1), key)
+
+
+def randn(shape, dtype):
+    return torch.randn(shape, device="cuda", dtype=torch.float32).to(dtype)
+
+
+# ---- the benchmark shapes --------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("k", [1, 20, 50, 1024])
+@pytest.mark.parametrize("N", [32000, 128256, 151936, 262144])
+@pytest.mark.parametrize("rows", [1, 64])
+def test_sampling_shapes(rows, N, k, dtype):
+    assert_same_as_stock(randn((rows, N), dtype), k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("k", [1, 2, 6, 8])
+@pytest.mark.parametrize("N", [8, 64, 128, 256])
+@pytest.mark.parametrize("rows", [1, 4096, 65536])
+def test_routing_shapes(rows, N, k, dtype):
+    assert_same_as_stock(randn((rows, N), dtype), k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("k", [1, 100, 1024])
+def test_huge_row(k, dtype):
+    assert_same_as_stock(randn((1 << 24,), dtype), k)
+
+
+# ---- odd sizes, every k edge, both directions, sorted or not ----------------------------------
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("N", [1, 2, 31, 33, 1000, 4097, 131071])
+def test_odd_sizes(N, dtype, largest, sorted):
+    x = randn((3, N), dtype)
+    for k in sorted_ks(N):
+        assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
+def sorted_ks(N):
+    return sorted({1, max(N - 1, 1), N, min(N, 50), min(N, 33)})
+
+
+# ---- special values: ties, signed zeros, NaN of both signs, infinities -----------------------
+def special_row(N, dtype, kind, gen):
+    if kind == "all_equal":
+        return torch.full((N,), 1.5, dtype=dtype)
+    if kind == "zeros":  # -0.0 and +0.0 mixed: stock orders -0.0 below +0.0
+        z = torch.zeros(N, dtype=dtype)
+        z[torch.rand(N, generator=gen) < 0.5] = -0.0
+        return z
+    base = torch.randn(N, generator=gen).to(dtype)
+    r = torch.rand(N, generator=gen)
+    if kind == "nan":  # NaN of both signs among ordinary values
+        base[r < 0.05] = float("nan")
+        base[(r >= 0.05) & (r < 0.1)] = -float("nan")
+        return base
+    if kind == "mixed":  # everything at once, with heavy ties
+        base = torch.randint(-3, 4, (N,), generator=gen).to(dtype)
+        base[r < 0.1] = float("inf")
+        base[(r >= 0.1) & (r < 0.2)] = -float("inf")
+        base[(r >= 0.2) & (r < 0.25)] = float("nan")
+        base[(r >= 0.25) & (r < 0.3)] = -float("nan")
+        base[(r >= 0.3) & (r < 0.4)] = -0.0
+        base[(r >= 0.4) & (r < 0.5)] = 0.0
+        return base
+    raise ValueError(kind)
+
+
+SPECIAL = ["all_equal", "zeros", "nan", "mixed"]
+
+
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("N", [31, 256, 1000, 4097, 131071])
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_special_values(kind, N, dtype, largest, sorted):
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    x = torch.stack([special_row(N, dtype, kind, gen) for _ in range(2)]).cuda()
+    for k in sorted_ks(N):
+        assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_special_values_huge_row(kind, dtype):
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    x = special_row(1 << 22, dtype, kind, gen).cuda()
+    torch.ops.flyops._topk_force(3, 0)  # two stages even though the row fits one cluster
+    for k in (1, 100):
+        assert_same_as_stock(x, k)
+
+
+# ---- every kernel and cluster size forced on the same inputs ----------------------------------
+@pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cluster_sizes(cluster, dtype):
+    torch.ops.flyops._topk_force(2, cluster)
+    for N, k in ((1000, 5), (4097, 50), (30000, 1024), (65536, 700)):
+        if (N + cluster - 1) // cluster * x_bytes(dtype) > 128 * 1024:
+            continue
+        x = randn((5, N), dtype)
+        for largest in (True, False):
+            for sorted in (True, False):
+                assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
+@pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_argmax_cluster_sizes(cluster, dtype):
+    torch.ops.flyops._topk_force(4, cluster)
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    for N in (1000, 4097, 131071):
+        assert torch.ops.flyops._route_topk(randn((3, N), dtype), 1).startswith("flyops_topk_argmax")
+        for kind in SPECIAL:
+            x = torch.stack([special_row(N, dtype, kind, gen) for _ in range(3)]).cuda()
+            assert_same_as_stock(x, 1)
+            assert_same_as_stock(x[:, 1:], 1, largest=False)  # misaligned rows
+        assert_same_as_stock(randn((3, N), dtype), 1)
+
+
+def x_bytes(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_warp_kernel_every_width(dtype):
+    for N in (1, 5, 32, 33, 64, 65, 200, 512, 513, 1024):
+        x = randn((37, N), dtype)
+        for k in sorted({1, min(N, 8), min(N, 32)}):
+            assert_same_as_stock(x, k)
+            assert_same_as_stock(x, k, largest=False, sorted=False)
+
+
+# ---- layouts ---------------------------------------------------------------------------------
+def test_row_strided_view_and_batch_dims():
+    big = randn((6, 5000), torch.float32)
+    assert_same_as_stock(big[:, :4000], 10)  # rows 5000 apart
+    assert_same_as_stock(big[::2, 7:], 10)  # misaligned start
+    assert_same_as_stock(randn((2, 3, 4, 300), torch.bfloat16), 6)  # leading dims fold into rows
+    assert_same_as_stock(randn((4, 40000), torch.float32)[:, 1:], 20)  # misaligned, cluster path
+
+
+def test_other_dims_go_to_stock_with_reason():
+    x = randn((300, 64), torch.float32)
+    assert_same_as_stock(x, 5, dim=0, expect="stock")
+    assert_same_as_stock(x.t(), 5, expect="stock")  # last dim not contiguous
+    assert_same_as_stock(randn((100,), torch.float32), 3, dim=0)  # dim 0 of 1-D is the last dim
+    assert torch.ops.flyops._route_topk(x, 5, 0).startswith("stock (dim is not the last")
+    assert torch.ops.flyops._route_topk(x.t(), 5).startswith("stock (rows not contiguous")
+
+
+def test_integer_and_double_go_to_stock():
+    assert_same_as_stock(torch.randint(-100, 100, (16, 500), device="cuda"), 7, expect="stock")
+    assert_same_as_stock(torch.randn(16, 500, device="cuda", dtype=torch.float64), 7, expect="stock")
+
+
+def test_empty_and_k_zero():
+    for shape, k in (((0, 100), 5), ((4, 0), 0), ((4, 100), 0)):
+        x = torch.randn(shape, device="cuda")
+        with flyops.disabled():
+            sv, si = torch.topk(x, k)
+        ov, oi = torch.topk(x, k)
+        assert ov.shape == sv.shape and oi.shape == si.shape
+
+
+def test_invalid_k_raises_like_stock():
+    x = randn((4, 100), torch.float32)
+    for k in (101, -1):
+        with flyops.disabled():
+            with pytest.raises(RuntimeError) as stock_err:
+                torch.topk(x, k)
+        with pytest.raises(RuntimeError) as ours_err:
+            torch.topk(x, k)
+        assert str(ours_err.value) == str(stock_err.value)
+    with pytest.raises(IndexError):
+        torch.topk(x, 3, dim=2)
+
+
+def test_out_variant():
+    x = randn((64, 128256), torch.bfloat16)
+    with flyops.disabled():
+        sv, si = torch.topk(x, 50)
+    v = torch.empty(0, device="cuda", dtype=torch.bfloat16)
+    i = torch.empty(0, device="cuda", dtype=torch.int64)
+    before = routed_calls()
+    torch.topk(x, 50, out=(v, i))
+    assert routed_calls() == before + 1
+    check_result(x, 50, -1, True, sv, v, i)
+    # Wrong out dtype: stock's error.
+    with pytest.raises(RuntimeError):
+        torch.topk(x, 50, out=(torch.empty(0, device="cuda"), i))
+
+
+def test_autograd_matches_stock():
+    x = randn((64, 32000), torch.float32).requires_grad_()
+    g = torch.randn(64, 20, device="cuda")
+    with flyops.disabled():
+        sv, _ = torch.topk(x, 20)
+        (gs,) = torch.autograd.grad(sv, x, g)
+    ov, _ = torch.topk(x, 20)
+    (go,) = torch.autograd.grad(ov, x, g)
+    assert torch.equal(go, gs)
+
+
+def test_torch_compile_reaches_flyops():
+    x = randn((256, 128), torch.bfloat16)
+
+    @torch.compile(fullgraph=True)
+    def route(logits):
+        w, idx = torch.topk(logits.softmax(-1), 8)
+        return w / w.sum(-1, keepdim=True), idx
+
+    before = routed_calls()
+    w, idx = route(x)
+    assert routed_calls() > before
+    p = x.softmax(-1)
+    with flyops.disabled():
+        ps, _ = torch.topk(p, 8)
+    # Ties (frequent in bf16) may pick other positions: compare the values they gather.
+    assert torch.equal(p.gather(-1, idx), ps)
+    torch.testing.assert_close(w, ps / ps.sum(-1, keepdim=True))  # Inductor divides in fp32
+
+
+def test_cuda_graph_capture_and_replay():
+    xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
+          randn((4096, 128), torch.bfloat16)]
+    ks = [100, 50, 8]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x, k in zip(xs, ks):
+            torch.topk(x, k)  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [torch.topk(x, k) for x, k in zip(xs, ks)]
+    for _ in range(2):
+        for x in xs:
+            x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        for x, k, (ov, oi) in zip(xs, ks, outs):
+            with flyops.disabled():
+                sv, _ = torch.topk(x, k)
+            check_result(x, k, -1, True, sv, ov, oi)
+
+
+def test_log_and_profiler_names(capfd):
+    x = randn((64, 128256), torch.float32)
+    flyops.set_log(1)
+    try:
+        torch.topk(x, 50)
+        torch.topk(x, 5, dim=0)
+    finally:
+        flyops.set_log(0)
+    err = capfd.readouterr().err
+    assert "topk fp32[64, 128256] k=50 dim=-1 largest sorted -> flyops_topk_cluster" in err
+    assert "-> stock (dim is not the last" in err
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.topk(x, 50)
+        torch.topk(randn((4096, 128), torch.float32), 8)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert "flyops::topk" in names
+    assert any(n.startswith("void flyops_topk_cluster") or n.startswith("flyops_topk_cluster") for n in names)
+    assert any("flyops_topk_warp" in n for n in names)
