@@ -1,6 +1,6 @@
 """A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
-checked against stock. Run as: compute-sanitizer --kernel-regex kns=flyops_topk python this."""
+checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this."""
 
 import sys
 
