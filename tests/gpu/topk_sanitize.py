@@ -45,10 +45,10 @@ def main():
             x[:, ::11] = float("nan")
             cases += 1
             failures += not check(x, 1)
-        force(3, 0)
-        x = torch.randn(1, 1 << 21, device="cuda").to(dtype)
-        cases += 1
-        failures += not check(x, 100)
+        force(3, 0)  # two stages: one huge row, and several rows (misaligned, unsorted)
+        cases += 2
+        failures += not check(torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)
+        failures += not check(torch.randn(3, 100001, device="cuda").to(dtype)[:, 1:], 50, False, False)
         force(-1, 0)
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1

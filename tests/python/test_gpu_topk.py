@@ -186,12 +186,15 @@ def test_special_values(kind, N, dtype, largest, sorted):
 
 @pytest.mark.parametrize("kind", SPECIAL)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_special_values_huge_row(kind, dtype):
+def test_special_values_two_stages(kind, dtype):
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     x = special_row(1 << 22, dtype, kind, gen).cuda()
-    torch.ops.flyops._topk_force(3, 0)  # two stages even though the row fits one cluster
-    for k in (1, 100):
+    rows = torch.stack([special_row(100003, dtype, kind, gen) for _ in range(3)]).cuda()
+    torch.ops.flyops._topk_force(3, 0)  # two stages even where one pass would do
+    for k in (1, 100, 1000):
         assert_same_as_stock(x, k)
+        assert_same_as_stock(rows, k, largest=False)
+        assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows
 
 
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------

@@ -197,7 +197,8 @@ def tune(timer):
                 torch.ops.flyops._topk_force(kind, c)
                 try:
                     name = torch.ops.flyops._route_topk(x, k)
-                    if (kind in (2, 4) and f"c{c}>" not in name) or (kind == 3 and "two_stage" not in name):
+                    if (kind in (2, 4) and f"c{c}>" not in name) or (kind == 3 and "two_stage" not in name) \
+                            or name in entry["forced"]:
                         continue
                     entry["forced"][name] = round(timer.device_ms(fn), 5)
                 finally:
