@@ -2,6 +2,7 @@
 // the kernels of different dtypes compile in parallel. Plain C++: no CUDA types here.
 #pragma once
 
+#include "common/dtype_ops.h"
 #include <cstddef>
 
 #include "flyops/rms_norm.h"
@@ -18,13 +19,6 @@ extern const DtypeOps kOpsFp32;
 extern const DtypeOps kOpsFp16;
 extern const DtypeOps kOpsBf16;
 
-inline const DtypeOps* ops_for(DType t) {
-  switch (t) {
-    case DType::kFloat32: return &kOpsFp32;
-    case DType::kFloat16: return &kOpsFp16;
-    case DType::kBFloat16: return &kOpsBf16;
-    default: return nullptr;
-  }
-}
+inline const DtypeOps* ops_for(DType t) { return ops_by_dtype(t, kOpsFp32, kOpsFp16, kOpsBf16); }
 
 }  // namespace flyops::rms_norm

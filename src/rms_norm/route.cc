@@ -138,7 +138,7 @@ void rms_norm_plan_name(const RmsNormPlan& plan, DType dtype, bool backward, cha
       break;
     case RmsNormPlan::Kind::kFused: {
       const rms_norm::RowShape& s = rms_norm::kShapes[plan.shape];
-      char cluster[16] = "";
+      char cluster[24] = "";
       if (s.cluster > 1) std::snprintf(cluster, sizeof(cluster), ",cluster%d", s.cluster);
       std::snprintf(buf, len, "flyops_rms_norm_%s<%s,v%d,%dx%d/%d%s%s>", dir, dtype_name(dtype),
                     plan.vec, s.items, s.threads_per_row, s.threads_per_cta,

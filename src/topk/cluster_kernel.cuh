@@ -388,6 +388,16 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
       if (eq) atomicAdd(&hist[static_cast<uint32_t>(detail::shr(c, nh - nwidth)) & ((1u << nwidth) - 1u)], 1u);
     };
 
+    // The first scan's candidates, one per lane per step. All lanes call visit.
+    auto scan_list = [&](auto&& visit) {
+      const int total = static_cast<int>(ctl.ncand);
+      for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
+        const int j = b0 + lane;
+        const bool valid = j < total;
+        visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
+      }
+    };
+
     if (h > 32 && (nh > 32 || done)) {
       // Key digits: the prefixes are key ranges, so classifying is two 32-bit compares.
       const int s_old = h - 32, s_new = nh - 32;
@@ -400,12 +410,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
         act(any && key > new_hi, any && key <= new_hi, key, i, uint64_t{key} << 32);
       };
       if (from_list) {
-        const int total = static_cast<int>(ctl.ncand);
-        for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
-          const int j = b0 + lane;
-          const bool valid = j < total;
-          visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
-        }
+        scan_list(visit);
       } else {
         const int nvec = (cnt + kVec - 1) / kVec;
         for (int b0 = warp * 32; b0 < nvec; b0 += kThreads) {
@@ -438,12 +443,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
         act(gt, eq, key, i, c);
       };
       if (from_list) {
-        const int total = static_cast<int>(ctl.ncand);
-        for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
-          const int j = b0 + lane;
-          const bool valid = j < total;
-          visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
-        }
+        scan_list(visit);
       } else {
         for (int b0 = warp * 32; b0 < cnt; b0 += kThreads) {
           const int i = b0 + lane;

@@ -2,6 +2,7 @@
 // the kernels of different dtypes compile in parallel. Plain C++: no CUDA types here.
 #pragma once
 
+#include "common/dtype_ops.h"
 #include "flyops/topk.h"
 
 namespace flyops::topk {
@@ -14,14 +15,7 @@ extern const DtypeOps kOpsFp32;
 extern const DtypeOps kOpsFp16;
 extern const DtypeOps kOpsBf16;
 
-inline const DtypeOps* ops_for(DType t) {
-  switch (t) {
-    case DType::kFloat32: return &kOpsFp32;
-    case DType::kFloat16: return &kOpsFp16;
-    case DType::kBFloat16: return &kOpsBf16;
-    default: return nullptr;
-  }
-}
+inline const DtypeOps* ops_for(DType t) { return ops_by_dtype(t, kOpsFp32, kOpsFp16, kOpsBf16); }
 
 // Two-stage plans: segments of each row and the length of their concatenated results.
 struct TwoStage {

@@ -53,6 +53,20 @@ def _matches_stock(x, k):
     return bool(same)
 
 
+def _row(name, pass_, x, k, dtype_name, fn, stock_ms, ours_ms):
+    """The fields every case has."""
+    return {
+        "name": name,
+        "pass": pass_,
+        "params": {"rows": x.size(0), "N": x.size(1), "k": k, "dtype": dtype_name},
+        "flyops_ms": round(ours_ms, 5),
+        "stock_ms": round(stock_ms, 5),
+        "speedup": round(stock_ms / ours_ms, 3),
+        "routed": common.routed("topk", fn),
+        "kernel": torch.ops.flyops._route_topk(x, k),
+    }
+
+
 def case(timer, pass_, rows, n, k, dtype_name):
     dtype = DTYPES[dtype_name]
     x = torch.randn(rows, n, device="cuda", dtype=torch.float32).to(dtype)
@@ -61,14 +75,7 @@ def case(timer, pass_, rows, n, k, dtype_name):
     nbytes = x.numel() * x.element_size()
     gbps = nbytes / (ours_ms * 1e-3) / 1e9
     return {
-        "name": f"{pass_} {dtype_name} rows={rows} N={n} k={k}",
-        "pass": pass_,
-        "params": {"rows": rows, "N": n, "k": k, "dtype": dtype_name},
-        "flyops_ms": round(ours_ms, 5),
-        "stock_ms": round(stock_ms, 5),
-        "speedup": round(stock_ms / ours_ms, 3),
-        "routed": common.routed("topk", fn),
-        "kernel": torch.ops.flyops._route_topk(x, k),
+        **_row(f"{pass_} {dtype_name} rows={rows} N={n} k={k}", pass_, x, k, dtype_name, fn, stock_ms, ours_ms),
         "bytes_read": nbytes,
         "flyops_GBps": round(gbps, 1),
         "stock_GBps": round(nbytes / (stock_ms * 1e-3) / 1e9, 1),
@@ -84,16 +91,8 @@ def host_case(timer, dtype_name):
     with flyops.disabled():
         stock_ms = timer.host_ms(fn)
     ours_ms = timer.host_ms(fn)
-    return {
-        "name": f"host {dtype_name} rows={rows} N={n} k={k} x1000",
-        "pass": "host",
-        "params": {"rows": rows, "N": n, "k": k, "dtype": dtype_name},
-        "flyops_ms": round(ours_ms, 5),
-        "stock_ms": round(stock_ms, 5),
-        "speedup": round(stock_ms / ours_ms, 3),
-        "routed": common.routed("topk", fn),
-        "kernel": torch.ops.flyops._route_topk(x, k),
-    }
+    return _row(f"host {dtype_name} rows={rows} N={n} k={k} x1000", "host", x, k, dtype_name, fn,
+                stock_ms, ours_ms)
 
 
 def run(timer, quick=False):
