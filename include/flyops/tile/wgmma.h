@@ -1,0 +1,52 @@
+// wgmma operand descriptors and the warpgroup-level fences, and register reallocation
+// between warpgroup roles (setmaxnreg). The descriptor is plain bit packing (host-testable);
+// the rest is sm_90a device code.
+//
+// Descriptor (PTX ISA, "matrix descriptor"): bits 0-13 start address >> 4, 16-29 leading
+// dimension byte offset >> 4, 32-45 stride dimension byte offset >> 4, 49-51 base offset,
+// 62-63 swizzle mode (layout.h's Swizzle values).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/arch.h"
+#include "flyops/tile/layout.h"
+
+namespace flyops::tile {
+
+constexpr FLYOPS_HD uint64_t wgmma_desc(uint32_t smem_addr, uint32_t lead_bytes, uint32_t stride_bytes,
+                                        Swizzle mode, uint32_t base_offset = 0) {
+  return (uint64_t{(smem_addr >> 4) & 0x3fffu}) | (uint64_t{(lead_bytes >> 4) & 0x3fffu} << 16) |
+         (uint64_t{(stride_bytes >> 4) & 0x3fffu} << 32) | (uint64_t{base_offset & 7u} << 49) |
+         (uint64_t{static_cast<uint32_t>(mode)} << 62);
+}
+
+// The descriptor of a K-major SmemTile operand: 8-row core-matrix groups one atom
+// (8 rows x span) apart; the leading offset is unused by the swizzled K-major modes.
+template <typename Tile>
+constexpr FLYOPS_HD uint64_t wgmma_desc_kmajor(uint32_t smem_addr) {
+  return wgmma_desc(smem_addr, 16u, 8u * Tile::kRowBytes, Tile::kMode);
+}
+
+#if defined(__CUDACC__)
+// Before the first wgmma that reads registers or shared memory written by this warpgroup.
+FLYOPS_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+FLYOPS_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Wait until at most kPending committed groups are still in flight.
+template <int kPending>
+FLYOPS_DEVICE void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+
+// Warpgroup register budgets: producers give registers back, consumers take them.
+template <int kRegs>
+FLYOPS_DEVICE void regs_increase() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+template <int kRegs>
+FLYOPS_DEVICE void regs_decrease() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+}
+#endif
+
+}  // namespace flyops::tile
