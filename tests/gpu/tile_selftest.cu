@@ -1,0 +1,285 @@
+// GPU unit tests of the tile layer's TMA, ring and wgmma pieces: each a tiny kernel whose
+// result is checked against what the CPU computes from the same inputs. Exit code 0 when
+// all pass. Runs on sm_90a (scripts/gpu-check); small enough for compute-sanitizer.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "flyops/tile/cluster.h"
+#include "flyops/tile/launch.h"
+#include "flyops/tile/layout.h"
+#include "flyops/tile/pipeline.h"
+#include "flyops/tile/tma.h"
+#include "flyops/tile/wgmma.h"
+#include "flyops/tile/wgmma_ops.h"
+#include "reference/numeric.h"
+
+using namespace flyops::tile;
+
+namespace {
+
+#define CHECK_CUDA(x)                                                                              \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+int g_failed = 0, g_passed = 0;
+void report(const char* name, bool ok) {
+  std::printf("%-44s %s\n", name, ok ? "ok" : "FAILED");
+  (ok ? g_passed : g_failed) += 1;
+}
+
+using Tile = SmemTile<uint16_t, 64, 64, Swizzle::k128B>;  // bf16, one 128-byte row per index
+
+// ---- TMA load (2-D, 128B swizzle, edges zero-filled), optionally multicast to a pair ----
+__global__ void tma_load_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1, bool multicast,
+                                uint16_t* out) {
+  __shared__ __align__(1024) unsigned char tile[Tile::kBytes];
+  __shared__ uint64_t bar;
+  const uint32_t rank = cluster_rank();
+  if (threadIdx.x == 0) {
+    mbarrier_init(&bar, 1);
+    mbarrier_arrive_expect_tx(&bar, Tile::kBytes);
+  }
+  __syncthreads();
+  if (multicast) cluster_sync();  // every CTA's barrier is armed before rank 0 multicasts
+  if (threadIdx.x == 0) {
+    if (!multicast)
+      tma_load(tile, &map, &bar, c0, c1);
+    else if (rank == 0)
+      tma_load_multicast(tile, &map, &bar, 0x3, c0, c1);
+  }
+  mbarrier_wait(&bar, 0);
+  const uint16_t* t = reinterpret_cast<const uint16_t*>(tile);
+  for (int i = threadIdx.x; i < Tile::kBytes / 2; i += blockDim.x) out[rank * (Tile::kBytes / 2) + i] = t[i];
+  if (multicast) cluster_sync();
+}
+
+// ---- TMA store from a swizzled tile -------------------------------------------------------
+__global__ void tma_store_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1) {
+  __shared__ __align__(1024) unsigned char tile[Tile::kBytes];
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int r = i / 64, c = i % 64;
+    *reinterpret_cast<uint16_t*>(tile + Tile::offset(r, c)) = static_cast<uint16_t>(r * 64 + c);
+  }
+  fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tma_store(&map, tile, c0, c1);
+    tma_store_commit();
+    tma_store_wait<0>();
+  }
+}
+
+// ---- ring: a producer thread streams kSteps tiles through 2 stages; consumers sum them ----
+constexpr int kSteps = 6;
+__global__ void ring_kernel(const __grid_constant__ CUtensorMap map, float* out) {
+  __shared__ __align__(1024) unsigned char tiles[2][Tile::kBytes];
+  __shared__ Ring<2> ring;
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) ring.init(4);  // four consumer warps release each slot
+  __syncthreads();
+  RingState<2> st;
+  if (warp == 4) {  // producer warp
+    if (threadIdx.x % 32 == 0)
+      for (int s = 0; s < kSteps; ++s, st.advance()) {
+        ring.producer_acquire(st, Tile::kBytes);
+        tma_load(tiles[st.stage], &map, ring.full_barrier(st), 0, 64 * s);
+      }
+    return;
+  }
+  float acc = 0.f;
+  for (int s = 0; s < kSteps; ++s, st.advance()) {
+    ring.consumer_wait(st);
+    const unsigned char* t = tiles[st.stage];
+    for (int i = threadIdx.x; i < 64 * 64; i += 128)
+      acc += __uint_as_float(uint32_t{*reinterpret_cast<const uint16_t*>(t + Tile::offset(i / 64, i % 64))} << 16);
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) ring.consumer_release(st);
+  }
+  atomicAdd(out, acc);
+}
+
+// ---- wgmma m64n64k16 bf16: A 64x16 and B 64x16 (both K-major, 32-byte swizzle) ----------
+using Op = SmemTile<uint16_t, 64, 16, Swizzle::k32B>;
+__global__ void wgmma_kernel(const uint16_t* a, const uint16_t* b, float* d_out) {
+  __shared__ __align__(1024) unsigned char sa[Op::kBytes];
+  __shared__ __align__(1024) unsigned char sb[Op::kBytes];
+  for (int i = threadIdx.x; i < 64 * 16; i += blockDim.x) {
+    *reinterpret_cast<uint16_t*>(sa + Op::offset(i / 16, i % 16)) = a[i];
+    *reinterpret_cast<uint16_t*>(sb + Op::offset(i / 16, i % 16)) = b[i];
+  }
+  fence_proxy_async();
+  __syncthreads();
+  float d[32];
+  for (float& v : d) v = 0.f;
+  wgmma_fence();
+  wgmma_m64n64k16_bf16(d, wgmma_desc_kmajor<Op>(smem_addr(sa)), wgmma_desc_kmajor<Op>(smem_addr(sb)), false);
+  wgmma_commit();
+  wgmma_wait<0>();
+  // Fragment: warp w holds rows 16w..16w+15; lane l row 16w + l/4 (+8), columns
+  // 8j + 2(l%4) (+1) for j = 0..7.
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  for (int j = 0; j < 8; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e) {
+        const int row = 16 * w + l / 4 + 8 * h, col = 8 * j + 2 * (l % 4) + e;
+        d_out[row * 64 + col] = d[4 * j + 2 * h + e];
+      }
+}
+
+CUtensorMap matrix_map(void* base, int rows, int cols) {
+  TmaShape s;
+  s.rank = 2;
+  s.elem_bytes = 2;
+  s.base = base;
+  s.dims[0] = cols;
+  s.dims[1] = rows;
+  s.strides_bytes[0] = uint64_t(cols) * 2;
+  s.box[0] = 64;
+  s.box[1] = 64;
+  s.swizzle = Swizzle::k128B;
+  CUtensorMap map;
+  if (!tma_encode(&map, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)) {
+    std::fprintf(stderr, "tma_encode failed (%s)\n", tma_check(s) ? tma_check(s) : "driver");
+    std::exit(2);
+  }
+  return map;
+}
+
+void test_tma_load(bool multicast) {
+  const int rows = 100, cols = 72;  // not multiples of the box: the second box is partly outside
+  std::vector<uint16_t> h(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) h[i] = static_cast<uint16_t>(i + 1);
+  uint16_t *g, *out;
+  const int ctas = multicast ? 2 : 1;
+  CHECK_CUDA(cudaMalloc(&g, h.size() * 2));
+  CHECK_CUDA(cudaMalloc(&out, ctas * Tile::kBytes));
+  CHECK_CUDA(cudaMemcpy(g, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0xff, ctas * Tile::kBytes));
+  const CUtensorMap map = matrix_map(g, rows, cols);
+  const int c0 = 64, c1 = 64;  // columns 64..127, rows 64..127: 8 x 36 inside
+  CHECK_CUDA(launch_cluster(&tma_load_kernel, dim3(ctas), dim3(128), 0, nullptr, ctas, map, c0, c1, multicast, out));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> got(ctas * Tile::kBytes / 2);
+  CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int cta = 0; cta < ctas; ++cta)
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < 64; ++c) {
+        const int gr = c1 + r, gc = c0 + c;
+        const uint16_t want = gr < rows && gc < cols ? h[gr * cols + gc] : 0;
+        ok &= got[cta * Tile::kBytes / 2 + Tile::offset(r, c) / 2] == want;
+      }
+  report(multicast ? "tma load multicast to a 2-CTA cluster" : "tma load 2-D, 128B swizzle, OOB zero", ok);
+  cudaFree(g);
+  cudaFree(out);
+}
+
+void test_tma_store() {
+  const int rows = 100, cols = 72;
+  uint16_t* g;
+  CHECK_CUDA(cudaMalloc(&g, rows * cols * 2));
+  CHECK_CUDA(cudaMemset(g, 0xee, rows * cols * 2));
+  const CUtensorMap map = matrix_map(g, rows, cols);
+  tma_store_kernel<<<1, 128>>>(map, 64, 64);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> got(rows * cols);
+  CHECK_CUDA(cudaMemcpy(got.data(), g, got.size() * 2, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int gr = 0; gr < rows; ++gr)
+    for (int gc = 0; gc < cols; ++gc) {
+      const bool inside = gr >= 64 && gc >= 64;
+      const uint16_t want = inside ? static_cast<uint16_t>((gr - 64) * 64 + (gc - 64)) : 0xeeee;
+      ok &= got[gr * cols + gc] == want;
+    }
+  report("tma store 2-D, edges not written", ok);
+  cudaFree(g);
+}
+
+void test_ring() {
+  const int rows = 64 * kSteps, cols = 64;
+  std::vector<uint16_t> h(rows * cols);
+  std::mt19937 rng(7);
+  double want = 0;
+  for (auto& v : h) {
+    const float f = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    v = flyops::reference::float_to_bf16(f);
+    want += f;
+  }
+  uint16_t* g;
+  float* out;
+  CHECK_CUDA(cudaMalloc(&g, h.size() * 2));
+  CHECK_CUDA(cudaMalloc(&out, 4));
+  CHECK_CUDA(cudaMemcpy(g, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0, 4));
+  const CUtensorMap map = matrix_map(g, rows, cols);
+  ring_kernel<<<1, 160>>>(map, out);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  float got = 0;
+  CHECK_CUDA(cudaMemcpy(&got, out, 4, cudaMemcpyDeviceToHost));
+  report("2-stage ring, 6 tiles through TMA", got == static_cast<float>(want));
+  cudaFree(g);
+  cudaFree(out);
+}
+
+void test_wgmma() {
+  std::vector<uint16_t> a(64 * 16), b(64 * 16);
+  std::vector<float> af(a.size()), bf(b.size());
+  std::mt19937 rng(11);
+  for (size_t i = 0; i < a.size(); ++i) {
+    af[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    bf[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+    a[i] = flyops::reference::float_to_bf16(af[i]);
+    b[i] = flyops::reference::float_to_bf16(bf[i]);
+  }
+  uint16_t *da, *db;
+  float* dd;
+  CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
+  CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
+  CHECK_CUDA(cudaMalloc(&dd, 64 * 64 * 4));
+  CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dd, 0xff, 64 * 64 * 4));
+  wgmma_kernel<<<1, 128>>>(da, db, dd);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(64 * 64);
+  CHECK_CUDA(cudaMemcpy(got.data(), dd, got.size() * 4, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < 64; ++n) {
+      float want = 0;  // small integers: exact in fp32
+      for (int k = 0; k < 16; ++k) want += af[m * 16 + k] * bf[n * 16 + k];
+      ok &= got[m * 64 + n] == want;
+    }
+  report("wgmma m64n64k16 bf16, exact on small integers", ok);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dd);
+}
+
+}  // namespace
+
+int main() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
+    std::printf("tile selftest: needs an sm_90 GPU\n");
+    return 1;
+  }
+  test_tma_load(false);
+  test_tma_load(true);
+  test_tma_store();
+  test_ring();
+  test_wgmma();
+  std::printf("tile selftest: %d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
