@@ -8,6 +8,8 @@
 //               compute-sanitizer's memcheck and racecheck
 #include <cuda_runtime.h>
 
+#include "check_cuda.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,14 +27,6 @@ using namespace flyops;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                       \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 // Host-side element codec for each dtype.
 struct Codec {

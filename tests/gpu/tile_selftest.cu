@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "check_cuda.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,14 +27,6 @@ using namespace flyops::tile;
 
 namespace {
 
-#define CHECK_CUDA(x)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 int g_failed = 0, g_passed = 0;
 void report(const char* name, bool ok) {
