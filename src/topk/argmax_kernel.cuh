@@ -40,8 +40,7 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
   __shared__ uint64_t cta_best;
 
   const int tid = threadIdx.x;
-  uint32_t csize;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(csize));
+  const uint32_t csize = tile::cluster_size();
   const uint32_t rank = tile::cluster_rank();
   const int64_t row = blockIdx.x / csize;
   const int64_t lo = int64_t(rank) * a.slice;

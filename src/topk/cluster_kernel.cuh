@@ -73,12 +73,6 @@ FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
 
 FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
 
-FLYOPS_DEVICE uint32_t cluster_size() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
-  return r;
-}
-
 // Width of the digit just below bit h: digits never straddle the key/position boundary.
 FLYOPS_DEVICE int digit_width(int h) {
   const int room = h > 32 ? h - 32 : h;
@@ -164,7 +158,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   auto mark = [] {};
 #endif
   mark();
-  const uint32_t csize = detail::cluster_size();
+  const uint32_t csize = tile::cluster_size();
   const uint32_t rank = tile::cluster_rank();
   const int64_t row = blockIdx.x / csize;  // output row
   const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
@@ -253,10 +247,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   };
   // The element's bits: from its key, except NaNs (one key for all), re-read from memory.
   auto raw_of = [&](uint32_t key, int i) -> uint32_t {
-    if (is_nan_key<Keys>(key, largest)) return xr[i];
-    const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
-    const uint32_t asc = largest ? key : (~key & Keys::kMask);
-    return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
+    return is_nan_key<Keys>(key, largest) ? uint32_t{xr[i]} : raw_of_order_key<Keys>(key, largest);
   };
   auto composite = [&](uint32_t key, uint32_t idx) -> uint64_t {
     return (uint64_t{key} << 32) | (0xffffffffu - idx);

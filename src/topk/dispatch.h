@@ -23,6 +23,16 @@ struct TwoStage {
   int64_t n_last = 0;  // elements of the last segment
   int64_t n2 = 0;      // elements of each second-stage row
 };
+
+// The workspace of two stages over `rows` rows: the first stage's values (rounded up to
+// 16 bytes), then its int64 positions.
+inline int64_t two_stage_values_bytes(int64_t rows, const TwoStage& t, int64_t k, int elem_bytes) {
+  return (rows * t.segments * k * elem_bytes + 15) / 16 * 16;
+}
+inline int64_t two_stage_workspace_bytes(int64_t rows, const TwoStage& t, int64_t k, int elem_bytes) {
+  return two_stage_values_bytes(rows, t, k, elem_bytes) + rows * t.segments * k * 8;
+}
+
 inline TwoStage two_stage(int64_t n, int64_t k, int64_t seg_len) {
   TwoStage t;
   t.segments = (n + seg_len - 1) / seg_len;

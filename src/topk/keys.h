@@ -49,6 +49,15 @@ FLYOPS_HD uint32_t order_key(uint32_t b, bool largest) {
   return largest ? k : (~k & Keys::kMask);
 }
 
+// The raw bits of a non-NaN element from its order key (NaNs share one key; their bits
+// must be read from the element itself).
+template <typename Keys>
+FLYOPS_HD uint32_t raw_of_order_key(uint32_t key, bool largest) {
+  const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  const uint32_t asc = largest ? key : (~key & Keys::kMask);
+  return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
+}
+
 // Whether an order key is the NaN key (their raw bits may differ, so ties there matter).
 template <typename Keys>
 FLYOPS_HD bool is_nan_key(uint32_t key, bool largest) {

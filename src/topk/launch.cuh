@@ -87,10 +87,9 @@ struct Launcher {
   // the k best of each row's union, positions mapped back through stage 1's indices.
   static Status two(const TopkParams& p, const TopkPlan& plan) {
     const TwoStage t = two_stage(p.n, p.k, plan.seg_len);
-    const int64_t entries = p.rows * t.segments * p.k;
-    const int64_t vals_bytes = (entries * int64_t(sizeof(Raw)) + 15) / 16 * 16;
     void* ws_vals = p.workspace;
-    int64_t* ws_idx = reinterpret_cast<int64_t*>(static_cast<char*>(p.workspace) + vals_bytes);
+    int64_t* ws_idx = reinterpret_cast<int64_t*>(static_cast<char*>(p.workspace) +
+                                                 two_stage_values_bytes(p.rows, t, p.k, sizeof(Raw)));
     ClusterArgs a{};
     a.x = p.x;
     a.rows = p.rows * t.segments;

@@ -166,8 +166,7 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
 std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
   if (plan.kind != TopkPlan::Kind::kTwoStage) return 0;
   const topk::TwoStage t = topk::two_stage(p.n, p.k, plan.seg_len);
-  const int64_t entries = p.rows * t.segments * p.k;
-  return static_cast<std::size_t>((entries * elem_bytes(p.dtype) + 15) / 16 * 16 + entries * 8);
+  return static_cast<std::size_t>(topk::two_stage_workspace_bytes(p.rows, t, p.k, elem_bytes(p.dtype)));
 }
 
 Status topk_run(const TopkParams& p, const TopkPlan& plan) {

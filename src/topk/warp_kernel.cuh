@@ -27,16 +27,6 @@ struct WarpArgs {
 };
 
 #if defined(__CUDACC__)
-namespace detail {
-
-template <typename Keys>
-FLYOPS_DEVICE uint32_t raw_of_key(uint32_t key, bool largest) {
-  const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
-  const uint32_t asc = largest ? key : (~key & Keys::kMask);
-  return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
-}
-
-}  // namespace detail
 }  // namespace flyops::topk
 
 // Global namespace: profiler and ncu names start with flyops_.
@@ -77,7 +67,7 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
         int jt = -1;
 #pragma unroll
         for (int j = kE - 1; j >= 0; --j) jt = (live >> j & 1u) && key[j] == top ? j : jt;
-        vr[r + rank] = static_cast<Raw>(detail::raw_of_key<Keys>(top, largest));
+        vr[r + rank] = static_cast<Raw>(raw_of_order_key<Keys>(top, largest));
         ir[r + rank] = lane + jt * tile::kWarpSize;
         live &= ~(1u << jt);
       }

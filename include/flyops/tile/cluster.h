@@ -14,6 +14,12 @@ FLYOPS_DEVICE uint32_t cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
+// CTAs in this CTA's cluster (1 for a launch without clusters).
+FLYOPS_DEVICE uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
 FLYOPS_DEVICE uint32_t cluster_index() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));

@@ -1,4 +1,4 @@
-// Warp-wide integer reductions and lane masks (sm_80+ redux.sync: one instruction).
+// Warp-wide integer max and lane masks (sm_80+ redux.sync: one instruction).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,6 @@ namespace flyops::tile {
 
 #if defined(__CUDACC__)
 FLYOPS_DEVICE uint32_t warp_max_u32(uint32_t v) { return __reduce_max_sync(0xffffffffu, v); }
-FLYOPS_DEVICE uint32_t warp_sum_u32(uint32_t v) { return __reduce_add_sync(0xffffffffu, v); }
 
 // The largest 64-bit value over the warp: the high word first, then the low word among the
 // lanes that hold that high word.
