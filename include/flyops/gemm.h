@@ -1,6 +1,10 @@
-// Dense GEMM on the tile layer (issue 4, first kernel): C[M, N] = A[M, K] * B[N, K]^T, bf16 in,
-// fp32 accumulation, bf16 out. Both operands K-contiguous ("TN"); the other layouts, fp16,
-// epilogues and the aten overrides come next. Torch-free.
+// Dense GEMM on the tile layer (issue 4): for each batch entry z,
+//   C[M, N] = alpha * A[M, K] * B[K, N] + beta * D[M, N]
+// 16-bit inputs (bf16, fp16), fp32 accumulation, output in the input dtype. A and B are
+// given as (pointer, leading stride, major-ness): K-major A is row-major [M, K], M-major A
+// is column-major; K-major B is [N, K] row-major (B transposed, "TN"), N-major B is [K, N]
+// row-major. C is row-major with ldc (a column-major C is the transposed problem, which
+// the caller sets up). D may broadcast through zero strides. Torch-free.
 #pragma once
 
 #include <cstdint>
@@ -12,23 +16,37 @@
 
 namespace flyops {
 
+struct GemmOperand {
+  const void* ptr = nullptr;
+  int64_t ld = 0;             // elements between consecutive rows of the stored matrix
+  bool k_major = true;        // stored rows run along K
+  int64_t batch_stride = 0;   // elements between batch entries
+};
+
 struct GemmParams {
   int64_t M = 0, N = 0, K = 0;
+  int64_t batch = 1;
   DType dtype = DType::kBFloat16;
-  const void* a = nullptr;  // [M, K], row stride lda elements
-  int64_t lda = 0;
-  const void* b = nullptr;  // [N, K], row stride ldb elements
-  int64_t ldb = 0;
-  void* c = nullptr;        // [M, N], row stride ldc elements
-  int64_t ldc = 0;
+  GemmOperand a;  // K-major: (m, k) at a[m * ld + k]; M-major: at a[k * ld + m]
+  GemmOperand b;  // K-major: (k, n) at b[n * ld + k]; N-major: at b[k * ld + n]
+  void* c = nullptr;
+  int64_t ldc = 0, batch_stride_c = 0;
+  float alpha = 1.f, beta = 0.f;
+  // The addend: (m, n) at d[m * d_stride_m + n * d_stride_n]; ignored (never read) when
+  // beta == 0 or d is null. Same dtype as C.
+  const void* d = nullptr;
+  int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
   int device = 0;
   Stream stream = nullptr;
 };
 
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
-Support gemm_tn_supports(const GemmParams& p, const DeviceInfo& dev);
+Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 
 // Launch on p.stream (builds the two tensor maps on the host). No allocation.
-Status gemm_tn(const GemmParams& p);
+Status gemm_run(const GemmParams& p);
+
+// The kernel's name for logs ("flyops_gemm<bf16,tn>" style).
+const char* gemm_kernel_name(const GemmParams& p);
 
 }  // namespace flyops

@@ -1,5 +1,8 @@
-// Accumulators to C: fp32 -> bf16 (round to nearest even), written straight from registers
-// with edge checks. (A shared-memory + TMA-store epilogue comes with the tuned kernel.)
+// Accumulators to C: c = alpha * acc + beta * d in fp32, rounded once to the output type
+// (round to nearest even), written straight from registers with edge checks. beta == 0
+// never reads d (PyTorch's rule: NaN or inf there must not leak). d's strides may be 0, so
+// a bias (N), a column (M, 1) or a full (M, N) addend all come through one path.
+// (A shared-memory + TMA-store epilogue comes with the tuned kernel.)
 #pragma once
 
 #include <cstdint>
@@ -9,9 +12,19 @@
 
 namespace flyops::gemm {
 
+template <typename T>
+struct EpilogueArgs {
+  T* c;
+  int64_t ldc;
+  float alpha, beta;
+  const T* d;  // null when beta == 0
+  int64_t d_stride_m, d_stride_n;
+};
+
 // wgmma m64nN fragment: warp w of the warpgroup holds rows 16w..16w+15; lane l holds row
 // 16w + l/4 (and + 8) at columns 8j + 2(l%4) (and + 1), j = 0 .. N/8 - 1.
-FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], tile::bf16* c, int64_t ldc, int64_t M, int64_t N,
+template <typename T>
+FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>& e, int64_t M, int64_t N,
                               int64_t row0, int64_t col0) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
 #pragma unroll
@@ -19,9 +32,13 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], tile::bf16* c, int64_
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t r = row0 + 16 * w + l / 4 + 8 * h, col = col0 + 8 * j + 2 * (l % 4) + e;
-        if (r < M && col < N) c[r * ldc + col] = tile::from_float<tile::bf16>(acc[4 * j + 2 * h + e]);
+      for (int x = 0; x < 2; ++x) {
+        const int64_t r = row0 + 16 * w + l / 4 + 8 * h, col = col0 + 8 * j + 2 * (l % 4) + x;
+        if (r < M && col < N) {
+          float v = e.alpha * acc[4 * j + 2 * h + x];
+          if (e.d != nullptr) v += e.beta * tile::to_float(e.d[r * e.d_stride_m + col * e.d_stride_n]);
+          e.c[r * e.ldc + col] = tile::from_float<T>(v);
+        }
       }
 }
 

@@ -1,5 +1,6 @@
-// The GEMM kernel: one 128 x 256 tile per CTA (the scheduler is the grid for now), a TMA
-// producer warpgroup and two wgmma consumer warpgroups around a 4-stage ring.
+// The GEMM kernel: persistent CTAs (about one per SM) walking 128 x 256 output tiles in the
+// scheduler's order; a TMA producer warpgroup and two wgmma consumer warpgroups around a
+// 4-stage ring that runs on across tiles.
 #pragma once
 
 #include <cuda.h>
@@ -9,18 +10,21 @@
 
 namespace flyops::gemm {
 
+template <typename T>
 struct KernelArgs {
   int64_t M, N, K;
-  tile::bf16* c;
-  int64_t ldc;
+  int64_t batch_stride_c, batch_stride_d;
+  Scheduler sched;
+  EpilogueArgs<T> epi;
 };
 
 }  // namespace flyops::gemm
 
 // Global namespace: profiler and ncu names start with flyops_.
+template <typename T, bool kAKMajor, bool kBKMajor>
 __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
-    flyops_gemm_tn_bf16(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                        flyops::gemm::KernelArgs args) {
+    flyops_gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                const flyops::gemm::KernelArgs<T> args) {
   using namespace flyops;
   using namespace flyops::gemm;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -30,23 +34,29 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const Stages s{base};
   const int wg = threadIdx.x / 128;
-  const int tile_n = blockIdx.x * kBN, tile_m = blockIdx.y * kBM;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);
   if (threadIdx.x == 0) {
-    ring.init(kConsumers);
+    ring.init(kConsumers * 4);  // one arrival per consumer warp
     tile::tma_prefetch_map(&map_a);
     tile::tma_prefetch_map(&map_b);
   }
   __syncthreads();
   if (wg == 0) {
     tile::regs_decrease<kProducerRegs>();
-    if (threadIdx.x == 0) produce(&map_a, &map_b, s, ring, k_blocks, tile_m, tile_n);
+    if (threadIdx.x == 0) produce<kAKMajor, kBKMajor>(&map_a, &map_b, s, ring, args.sched, k_blocks);
   } else {
     tile::regs_increase<kConsumerRegs>();
-    float acc[kBN / 2];
+    tile::RingState<kStages> st;
+    for (int64_t t = blockIdx.x; t < args.sched.total; t += gridDim.x) {
+      const TileCoord tc = args.sched.at(t);
+      float acc[kBN / 2];
 #pragma unroll
-    for (float& v : acc) v = 0.f;
-    consume(acc, s, ring, k_blocks, wg - 1);
-    store_tile(acc, args.c, args.ldc, args.M, args.N, tile_m + 64 * (wg - 1), tile_n);
+      for (float& v : acc) v = 0.f;  // the first wgmma overwrites; keeps the registers defined
+      consume<T, kAKMajor, kBKMajor>(acc, s, ring, st, k_blocks, wg - 1);
+      EpilogueArgs<T> e = args.epi;
+      e.c += tc.z * args.batch_stride_c;
+      if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
+      store_tile<T>(acc, e, args.M, args.N, int64_t{tc.m} * kBM + 64 * (wg - 1), int64_t{tc.n} * kBN);
+    }
   }
 }

@@ -1,4 +1,5 @@
-// Host side of the GEMM: what TMA can describe, the tensor maps, the launch.
+// Host side of the GEMM: what TMA can describe, the tensor maps, the one launch function
+// that turns the runtime choices (dtype, operand majors) into template parameters.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -10,52 +11,109 @@
 namespace flyops {
 namespace {
 
-tile::TmaShape operand(const void* base, int64_t rows, int64_t K, int64_t ld, uint32_t box_rows) {
+// The tensor map of one operand: {K, rows, batch} when K-major, {rows, K, batch} when not;
+// boxes as traits.h's Operand loads them.
+tile::TmaShape operand_shape(const GemmOperand& op, int64_t rows, int64_t K, int64_t batch, uint32_t box_rows) {
   tile::TmaShape s;
-  s.rank = 2;
+  s.rank = 3;
   s.elem_bytes = 2;
-  s.base = base;
-  s.dims[0] = static_cast<uint64_t>(K);
-  s.dims[1] = static_cast<uint64_t>(rows);
-  s.strides_bytes[0] = static_cast<uint64_t>(ld) * 2;
-  s.box[0] = gemm::kBK;
-  s.box[1] = box_rows;
-  s.swizzle = tile::Swizzle::k128B;
+  s.base = op.ptr;
+  s.dims[0] = static_cast<uint64_t>(op.k_major ? K : rows);
+  s.dims[1] = static_cast<uint64_t>(op.k_major ? rows : K);
+  s.dims[2] = static_cast<uint64_t>(batch);
+  s.strides_bytes[0] = static_cast<uint64_t>(op.ld) * 2;
+  // A single entry's batch stride is never followed; give TMA a valid one.
+  s.strides_bytes[1] = static_cast<uint64_t>(batch > 1 ? op.batch_stride : op.ld * static_cast<int64_t>(s.dims[1])) * 2;
+  s.box[0] = gemm::kSpanElems;
+  s.box[1] = op.k_major ? box_rows : gemm::kBK;
+  s.box[2] = 1;
+  s.swizzle = gemm::kSwizzle;
   return s;
 }
 
 Support fail(const char* r) { return Support{false, r}; }
 
+// Rows (or, MN-major, K rows) must not overlap, nor batch entries: TMA's strides are taken
+// as given, and a zero or short stride is a broadcast the kernel does not promise to read.
+const char* overlap(const GemmOperand& op, int64_t rows, int64_t K, int64_t batch) {
+  const int64_t inner = op.k_major ? K : rows, outer = op.k_major ? rows : K;
+  if (op.ld < inner) return "operand rows overlap (leading stride below the row length)";
+  if (batch > 1 && op.batch_stride < op.ld * outer) return "operand batch entries overlap or broadcast";
+  return nullptr;
+}
+
+template <typename T, bool kAK, bool kBK>
+Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
+  auto* kernel = &flyops_gemm<T, kAK, kBK>;
+  const int ok = per_device_once<GemmParams, (std::is_same_v<T, tile::bf16> ? 0 : 4) + (kAK ? 2 : 0) + (kBK ? 1 : 0)>(
+      p.device, [&] {
+        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm::kSmemBytes) ==
+                       cudaSuccess
+                   ? 1
+                   : (cudaGetLastError(), 0);
+      });
+  if (!ok) return Status::kCudaError;
+  const int sms = per_device_once<GemmParams, 100>(p.device, [&] {
+    int n = 0;
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, p.device) == cudaSuccess ? n
+                                                                                              : (cudaGetLastError(), 1);
+  });
+  gemm::KernelArgs<T> args;
+  args.sched.tiles_m = static_cast<int>((p.M + gemm::kBM - 1) / gemm::kBM);
+  args.sched.tiles_n = static_cast<int>((p.N + gemm::kBN - 1) / gemm::kBN);
+  args.sched.total = int64_t{args.sched.tiles_m} * args.sched.tiles_n * p.batch;
+  const dim3 grid(static_cast<unsigned>(args.sched.total < sms ? args.sched.total : sms));
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  args.batch_stride_c = p.batch_stride_c;
+  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  args.batch_stride_d = use_d ? p.batch_stride_d : 0;
+  args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                                   use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+  kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, args);
+  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+template <typename T>
+Status launch_layout(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
+  if (p.a.k_major) return p.b.k_major ? launch<T, true, true>(p, ma, mb) : launch<T, true, false>(p, ma, mb);
+  return p.b.k_major ? launch<T, false, true>(p, ma, mb) : launch<T, false, false>(p, ma, mb);
+}
+
 }  // namespace
 
-Support gemm_tn_supports(const GemmParams& p, const DeviceInfo& dev) {
+Support gemm_supports(const GemmParams& p, const DeviceInfo& dev) {
   if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
-  if (p.dtype != DType::kBFloat16) return fail("dtype not bfloat16");
-  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return fail("empty GEMM");
-  if (p.M >= (int64_t{1} << 31) || p.N >= (int64_t{1} << 31)) return fail("M or N beyond 2^31");
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return fail("dtype not bfloat16 or float16");
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || p.batch <= 0) return fail("empty GEMM");
+  if (p.M >= (int64_t{1} << 31) || p.N >= (int64_t{1} << 31) || p.K >= (int64_t{1} << 31) ||
+      p.batch >= (int64_t{1} << 16))
+    return fail("M, N or K beyond 2^31, or more than 65535 batch entries");
   if (p.ldc < p.N) return fail("C rows overlap (ldc < N)");
-  if (const char* why = tile::tma_check(operand(p.a, p.M, p.K, p.lda, gemm::kBM))) return fail(why);
-  if (const char* why = tile::tma_check(operand(p.b, p.N, p.K, p.ldb, gemm::kBN))) return fail(why);
+  if (p.batch > 1 && p.batch_stride_c < p.ldc * p.M) return fail("C batch entries overlap");
+  if (const char* why = overlap(p.a, p.M, p.K, p.batch)) return fail(why);
+  if (const char* why = overlap(p.b, p.N, p.K, p.batch)) return fail(why);
+  if (const char* why = tile::tma_check(operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM))) return fail(why);
+  if (const char* why = tile::tma_check(operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN))) return fail(why);
   return Support{true, ""};
 }
 
-Status gemm_tn(const GemmParams& p) {
+Status gemm_run(const GemmParams& p) {
+  const CUtensorMapDataType type =
+      p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap ma, mb;
-  if (!tile::tma_encode(&ma, operand(p.a, p.M, p.K, p.lda, gemm::kBM), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) ||
-      !tile::tma_encode(&mb, operand(p.b, p.N, p.K, p.ldb, gemm::kBN), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16))
+  if (!tile::tma_encode(&ma, operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM), type) ||
+      !tile::tma_encode(&mb, operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN), type))
     return Status::kUnsupported;
-  const int ok = per_device_once<GemmParams, 0>(p.device, [] {
-    return cudaFuncSetAttribute(&flyops_gemm_tn_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                gemm::kSmemBytes) == cudaSuccess
-               ? 1
-               : (cudaGetLastError(), 0);
-  });
-  if (!ok) return Status::kCudaError;
-  const dim3 grid(static_cast<unsigned>((p.N + gemm::kBN - 1) / gemm::kBN),
-                  static_cast<unsigned>((p.M + gemm::kBM - 1) / gemm::kBM));
-  gemm::KernelArgs args{p.M, p.N, p.K, static_cast<tile::bf16*>(p.c), p.ldc};
-  flyops_gemm_tn_bf16<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, args);
-  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  return p.dtype == DType::kBFloat16 ? launch_layout<tile::bf16>(p, ma, mb) : launch_layout<tile::fp16>(p, ma, mb);
+}
+
+const char* gemm_kernel_name(const GemmParams& p) {
+  static const char* const names[8] = {
+      "flyops_gemm<fp16,A:m-major,B:n-major>", "flyops_gemm<fp16,A:m-major,B:k-major>",
+      "flyops_gemm<fp16,A:k-major,B:n-major>", "flyops_gemm<fp16,A:k-major,B:k-major>",
+      "flyops_gemm<bf16,A:m-major,B:n-major>", "flyops_gemm<bf16,A:m-major,B:k-major>",
+      "flyops_gemm<bf16,A:k-major,B:n-major>", "flyops_gemm<bf16,A:k-major,B:k-major>"};
+  return names[(p.dtype == DType::kBFloat16 ? 4 : 0) + (p.a.k_major ? 2 : 0) + (p.b.k_major ? 1 : 0)];
 }
 
 }  // namespace flyops

@@ -8,6 +8,7 @@
 #include "flyops/tile/tma.h"
 #include "flyops/tile/wgmma.h"
 #include "flyops/tile/wgmma_ops.h"
+#include "scheduler.h"
 #include "traits.h"
 
 namespace flyops::gemm {
@@ -17,41 +18,80 @@ namespace flyops::gemm {
 struct Stages {
   unsigned char* base;
   FLYOPS_DEVICE unsigned char* a(int i) const { return base + i * kStageBytes; }
-  FLYOPS_DEVICE unsigned char* b(int i) const { return base + i * kStageBytes + ATile::kBytes; }
+  template <bool kAKMajor>
+  FLYOPS_DEVICE unsigned char* b(int i) const {
+    return base + i * kStageBytes + Operand<kBM, kAKMajor>::kBytes;
+  }
 };
 
-// One thread of the producer warpgroup.
-FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages& s,
-                           tile::Ring<kStages>& ring, int k_blocks, int tile_m, int tile_n) {
-  tile::RingState<kStages> st;
-  for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
-    ring.producer_acquire(st, kStageBytes);
-    tile::tma_load(s.a(st.stage), map_a, ring.full_barrier(st), kb * kBK, tile_m);
-    tile::tma_load(s.b(st.stage), map_b, ring.full_barrier(st), kb * kBK, tile_n);
+// Loads one operand's block for k block `kb` at row `row0` (M or N) of batch `z`. The
+// tensor map's dimensions are {K, rows, batch} for K-major, {rows, K, batch} for MN-major.
+template <typename Op, bool kKMajor>
+FLYOPS_DEVICE void load_operand(unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int kb, int row0, int z) {
+  if constexpr (kKMajor) {
+    tile::tma_load(dst, map, bar, kb * kBK, row0, z);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Op::kBoxes; ++i) tile::tma_load(dst + i * Op::kBoxBytes, map, bar, row0 + i * kSpanElems, kb * kBK, z);
   }
 }
 
-// A consumer warpgroup: rows [64 * wg, 64 * wg + 64) of the tile into acc (fragment layout
-// of m64n256). `wg` is 0 or 1; its named barrier is 1 + wg.
-FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kStages>& ring, int k_blocks, int wg) {
+// One thread of the producer warpgroup: every k block of every tile this CTA owns, running
+// ahead across tile boundaries as far as the ring lets it.
+template <bool kAKMajor, bool kBKMajor>
+FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages& s,
+                           tile::Ring<kStages>& ring, const Scheduler& sched, int k_blocks) {
+  using L = StageLayout<kAKMajor, kBKMajor>;
   tile::RingState<kStages> st;
-  for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
+  for (int64_t t = blockIdx.x; t < sched.total; t += gridDim.x) {
+    const TileCoord tc = sched.at(t);
+    for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
+      ring.producer_acquire(st, kStageBytes);
+      load_operand<typename L::A, kAKMajor>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * kBM, tc.z);
+      load_operand<typename L::B, kBKMajor>(s.b<kAKMajor>(st.stage), map_b, ring.full_barrier(st), kb, tc.n * kBN,
+                                            tc.z);
+    }
+  }
+}
+
+template <typename Op, bool kKMajor>
+FLYOPS_DEVICE uint64_t operand_desc(const unsigned char* block, int row0, int kk) {
+  const uint32_t addr = tile::smem_addr(block) + Op::offset(row0, kk);
+  if constexpr (kKMajor)
+    return tile::wgmma_desc(addr, 16u, 8u * 128u, kSwizzle);
+  else
+    return tile::wgmma_desc_mnmajor<kSwizzle>(addr, Op::kBoxBytes);
+}
+
+// A consumer warpgroup's mainloop for one tile: rows [64 * wg, 64 * wg + 64) of it into acc
+// (fragment layout of m64n256). One wgmma group stays in flight: block kb's wgmmas are
+// issued before block kb - 1's slot is released (each warp arrives once it has waited for
+// its own part, so the empty barrier expects 4 arrivals per consumer warpgroup).
+template <typename T, bool kAKMajor, bool kBKMajor>
+FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kStages>& ring,
+                           tile::RingState<kStages>& st, int k_blocks, int wg) {
+  using L = StageLayout<kAKMajor, kBKMajor>;
+  const bool signals = threadIdx.x % 32 == 0;
+  tile::RingState<kStages> prev = st;
+  for (int kb = 0; kb < k_blocks; ++kb) {
     ring.consumer_wait(st);
     tile::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
-      // Along K inside the swizzle span the start address moves by 32 bytes per k16 step.
-      const uint32_t a = tile::smem_addr(s.a(st.stage)) + wg * 64 * ATile::kRowBytes + kk * 32;
-      const uint32_t b = tile::smem_addr(s.b(st.stage)) + kk * 32;
-      tile::wgmma_m64n256k16_bf16(acc, tile::wgmma_desc_kmajor<ATile>(a), tile::wgmma_desc_kmajor<BTile>(b),
-                                  kb > 0 || kk > 0);
+      const uint64_t da = operand_desc<typename L::A, kAKMajor>(s.a(st.stage), 64 * wg, kk);
+      const uint64_t db = operand_desc<typename L::B, kBKMajor>(s.b<kAKMajor>(st.stage), 0, kk);
+      tile::wgmma_m64k16<T, kBN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, kb > 0 || kk > 0);
     }
     tile::wgmma_commit();
-    tile::wgmma_wait<0>();
-    // Every warp of the warpgroup is done reading the slot before it is handed back.
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
-    if (threadIdx.x % 128 == 0) ring.consumer_release(st);
+    tile::wgmma_wait<1>();
+    if (kb > 0) {
+      if (signals) ring.consumer_release(prev);
+      prev.advance();
+    }
+    st.advance();
   }
+  tile::wgmma_wait<0>();
+  if (signals) ring.consumer_release(prev);
 }
 
 }  // namespace flyops::gemm

@@ -2,9 +2,12 @@
 // tests/gpu/tile_selftest.cu).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "flyops/gemm.h"
+#include "gemm/scheduler.h"
 
 using namespace flyops;
 
@@ -15,8 +18,8 @@ alignas(256) char g_buf[1024];
 GemmParams params(int64_t M, int64_t N, int64_t K) {
   GemmParams p;
   p.M = M, p.N = N, p.K = K;
-  p.a = g_buf, p.lda = K;
-  p.b = g_buf + 256, p.ldb = K;
+  p.a = {g_buf, K};
+  p.b = {g_buf + 256, K};
   p.c = g_buf + 512, p.ldc = N;
   return p;
 }
@@ -24,7 +27,7 @@ GemmParams params(int64_t M, int64_t N, int64_t K) {
 const DeviceInfo kH200 = fake_device_info(9, 0, 132);
 
 std::string why(const GemmParams& p, const DeviceInfo& dev = kH200) {
-  const Support s = gemm_tn_supports(p, dev);
+  const Support s = gemm_supports(p, dev);
   return s.ok ? "ok" : s.reason;
 }
 
@@ -39,15 +42,66 @@ TEST(GemmSupports, TakesWhatTmaDescribes) {
 
 TEST(GemmSupports, RefusalsSayWhy) {
   EXPECT_NE(why(params(64, 64, 64), fake_device_info(8, 0, 108)).find("9.0"), std::string::npos);
-  GemmParams f16 = params(64, 64, 64);
-  f16.dtype = DType::kFloat16;
-  EXPECT_EQ(why(f16), "dtype not bfloat16");
+  GemmParams f32 = params(64, 64, 64);
+  f32.dtype = DType::kFloat32;
+  EXPECT_EQ(why(f32), "dtype not bfloat16 or float16");
   EXPECT_EQ(why(params(0, 64, 64)), "empty GEMM");
   EXPECT_EQ(why(params(64, 64, 33)), "TMA: an outer stride is not a multiple of 16 bytes");
   GemmParams offset = params(64, 64, 64);
-  offset.a = g_buf + 2;  // an offset view
+  offset.a.ptr = g_buf + 2;  // an offset view
   EXPECT_EQ(why(offset), "TMA: base pointer not 16-byte aligned");
   GemmParams overlap = params(64, 64, 64);
   overlap.ldc = 32;
   EXPECT_EQ(why(overlap), "C rows overlap (ldc < N)");
+}
+
+TEST(GemmSupports, LayoutsAndBatches) {
+  GemmParams mn = params(100, 200, 64);  // A M-major [K, M], B N-major [K, N]
+  mn.a = {g_buf, 104, false};
+  mn.b = {g_buf + 256, 200, false};
+  EXPECT_EQ(why(mn), "ok");
+  mn.a.ld = 100;  // 200 bytes: not a multiple of 16
+  EXPECT_EQ(why(mn), "TMA: an outer stride is not a multiple of 16 bytes");
+  mn.a.ld = 96;  // shorter than M
+  EXPECT_EQ(why(mn), "operand rows overlap (leading stride below the row length)");
+  GemmParams fp16 = params(64, 64, 64);
+  fp16.dtype = DType::kFloat16;
+  EXPECT_EQ(why(fp16), "ok");
+  GemmParams batched = params(64, 64, 64);
+  batched.batch = 3;
+  batched.a.batch_stride = 64 * 64;
+  batched.b.batch_stride = 64 * 64;
+  batched.batch_stride_c = 64 * 64;
+  EXPECT_EQ(why(batched), "ok");
+  batched.b.batch_stride = 0;  // a broadcast weight
+  EXPECT_EQ(why(batched), "operand batch entries overlap or broadcast");
+  batched.b.batch_stride = 64 * 64;
+  batched.batch_stride_c = 64;
+  EXPECT_EQ(why(batched), "C batch entries overlap");
+}
+
+// The persistent order visits every tile of every batch entry exactly once, and the tiles
+// of one wave (consecutive numbers) stay inside a band of kGroupRows tile rows.
+TEST(GemmScheduler, CoversEveryTileOnceInBands) {
+  for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}}) {
+    gemm::Scheduler s{tm, tn, int64_t{tm} * tn * batch};
+    std::set<std::tuple<int, int, int>> seen;
+    for (int64_t t = 0; t < s.total; ++t) {
+      const gemm::TileCoord c = s.at(t);
+      ASSERT_GE(c.m, 0);
+      ASSERT_LT(c.m, tm);
+      ASSERT_GE(c.n, 0);
+      ASSERT_LT(c.n, tn);
+      ASSERT_LT(c.z, batch);
+      seen.insert({c.m, c.n, c.z});
+      if (t > 0) {  // neighbours share a band (or the band just turned over)
+        const gemm::TileCoord p = s.at(t - 1);
+        if (p.z == c.z && p.m / gemm::kGroupRows != c.m / gemm::kGroupRows) {
+          EXPECT_EQ(c.m / gemm::kGroupRows, p.m / gemm::kGroupRows + 1);
+          EXPECT_EQ(c.n, 0);
+        }
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), s.total);
+  }
 }

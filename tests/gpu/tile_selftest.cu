@@ -263,57 +263,103 @@ void test_wgmma() {
   cudaFree(dd);
 }
 
-// The first GEMM kernel through the core API: small integers (exact in fp32 and in bf16 at
-// these sizes), every element compared, C poisoned beforehand and padded rows checked intact.
-void test_gemm(int64_t M, int64_t N, int64_t K, int64_t pad) {
-  const int64_t lda = K + pad, ldb = K + pad, ldc = N + 3;
-  std::vector<uint16_t> a(M * lda), b(N * ldb);
-  std::vector<float> af(a.size()), bf(b.size());
-  std::mt19937 rng(static_cast<uint32_t>(M * 131 + N * 7 + K));
-  for (size_t i = 0; i < a.size(); ++i) {
-    af[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-    a[i] = flyops::reference::float_to_bf16(af[i]);
-  }
-  for (size_t i = 0; i < b.size(); ++i) {
-    bf[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-    b[i] = flyops::reference::float_to_bf16(bf[i]);
-  }
-  uint16_t *da, *db, *dc;
+// The GEMM through the core API on small integers (exact in fp32; the output rounds once
+// on both sides): every layout, bf16 and fp16, batches, alpha/beta with a broadcast addend.
+// C is poisoned beforehand and its padding checked intact.
+struct GemmCase {
+  int64_t M, N, K;
+  bool a_k_major = true, b_k_major = true, fp16 = false;
+  int64_t batch = 1, pad = 0;
+  float alpha = 1.f, beta = 0.f;
+  int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
+};
+
+uint16_t to_bits(float f, bool fp16) {
+  return fp16 ? flyops::reference::float_to_half(f) : flyops::reference::float_to_bf16(f);
+}
+
+void test_gemm(const GemmCase& g) {
+  const int64_t M = g.M, N = g.N, K = g.K, B = g.batch;
+  // Stored shapes: A is [M, K] (K-major) or [K, M]; B is [N, K] (K-major) or [K, N]. Leading
+  // strides are rounded up to 8 elements (16 bytes, what TMA needs); the logical shape stays odd.
+  auto ld_of = [&](int64_t inner) { return (inner + 7) / 8 * 8 + g.pad; };
+  const int64_t lda = ld_of(g.a_k_major ? K : M), ldb = ld_of(g.b_k_major ? K : N), ldc = N + 3;
+  const int64_t sa = lda * (g.a_k_major ? M : K), sb = ldb * (g.b_k_major ? N : K), sc = ldc * M;
+  const int64_t dsm = g.d_kind == 2 ? 1 : g.d_kind == 3 ? N : 0;
+  const int64_t dsn = g.d_kind == 1 || g.d_kind == 3 ? 1 : 0;
+  const int64_t dsize = g.d_kind == 0 ? 1 : g.d_kind == 1 ? N : g.d_kind == 2 ? M : M * N;
+  std::vector<float> af(sa * B), bf(sb * B), df(dsize);
+  std::vector<uint16_t> a(af.size()), b(bf.size()), d(df.size());
+  std::mt19937 rng(static_cast<uint32_t>(M * 131 + N * 7 + K + B));
+  auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
+    for (size_t i = 0; i < f.size(); ++i) {
+      f[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+      h[i] = to_bits(f[i], g.fp16);
+    }
+  };
+  fill(af, a);
+  fill(bf, b);
+  fill(df, d);
+  if (g.beta == 0.f)  // beta == 0 must never read d: poison it
+    for (auto& v : d) v = 0xffff;
+  uint16_t *da, *db, *dc, *dd;
   CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
   CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
-  CHECK_CUDA(cudaMalloc(&dc, M * ldc * 2));
+  CHECK_CUDA(cudaMalloc(&dc, sc * B * 2));
+  CHECK_CUDA(cudaMalloc(&dd, d.size() * 2));
   CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(dc, 0xff, M * ldc * 2));  // NaN poison
+  CHECK_CUDA(cudaMemcpy(dd, d.data(), d.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dc, 0xff, sc * B * 2));  // NaN poison
   flyops::GemmParams p;
-  p.M = M, p.N = N, p.K = K;
-  p.a = da, p.lda = lda, p.b = db, p.ldb = ldb, p.c = dc, p.ldc = ldc;
-  const flyops::Support sup = flyops::gemm_tn_supports(p, flyops::device_info(0));
-  char name[96];
-  std::snprintf(name, sizeof(name), "gemm tn bf16 %lldx%lldx%lld (pad %lld)", (long long)M, (long long)N,
-                (long long)K, (long long)pad);
+  p.M = M, p.N = N, p.K = K, p.batch = B;
+  p.dtype = g.fp16 ? flyops::DType::kFloat16 : flyops::DType::kBFloat16;
+  p.a = {da, lda, g.a_k_major, sa};
+  p.b = {db, ldb, g.b_k_major, sb};
+  p.c = dc, p.ldc = ldc, p.batch_stride_c = sc;
+  p.alpha = g.alpha, p.beta = g.beta;
+  if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
+  const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
+  char name[160];
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d", flyops::gemm_kernel_name(p),
+                (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind);
   if (!sup.ok) {
     std::printf("%s: unsupported (%s)\n", name, sup.reason);
     report(name, false);
     return;
   }
-  const bool launched = flyops::gemm_tn(p) == flyops::Status::kSuccess;
+  const bool launched = flyops::gemm_run(p) == flyops::Status::kSuccess;
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<uint16_t> got(M * ldc);
+  std::vector<uint16_t> got(sc * B);
   CHECK_CUDA(cudaMemcpy(got.data(), dc, got.size() * 2, cudaMemcpyDeviceToHost));
   bool ok = launched;
-  for (int64_t m = 0; m < M && ok; ++m) {
-    for (int64_t n = 0; n < N; ++n) {
-      double want = 0;
-      for (int64_t k = 0; k < K; ++k) want += double(af[m * lda + k]) * bf[n * ldb + k];
-      ok &= got[m * ldc + n] == flyops::reference::float_to_bf16(static_cast<float>(want));
+  int64_t bad = 0;
+  for (int64_t z = 0; z < B; ++z)
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double want = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = af[z * sa + (g.a_k_major ? m * lda + k : k * lda + m)];
+          const double y = bf[z * sb + (g.b_k_major ? n * ldb + k : k * ldb + n)];
+          want += x * y;
+        }
+        want *= g.alpha;
+        if (g.d_kind != 0 && g.beta != 0.f) want += double(g.beta) * df[m * dsm + n * dsn];
+        const uint16_t v = got[z * sc + m * ldc + n];
+        if (v != to_bits(static_cast<float>(want), g.fp16)) {
+          if (bad < 3)
+            std::printf("  (%lld, %lld, %lld): got 0x%04x want %g\n", (long long)z, (long long)m, (long long)n, v,
+                        want);
+          ++bad;
+        }
+      }
+      for (int64_t n = N; n < ldc; ++n) bad += got[z * sc + m * ldc + n] != 0xffff;  // padding untouched
     }
-    for (int64_t n = N; n < ldc; ++n) ok &= got[m * ldc + n] == 0xffff;  // padding untouched
-  }
-  report(name, ok);
+  report(name, ok && bad == 0);
   cudaFree(da);
   cudaFree(db);
   cudaFree(dc);
+  cudaFree(dd);
 }
 
 }  // namespace
@@ -331,13 +377,23 @@ int main() {
   test_wgmma();
   // Sums of up to K products of [-4, 4] integers are exact in fp32; bf16 rounds the larger
   // ones the same way on both sides (the reference rounds the exact sum once).
-  test_gemm(128, 256, 64, 0);
-  test_gemm(256, 512, 192, 0);
-  test_gemm(1, 8, 8, 0);
-  test_gemm(17, 4104, 40, 0);
-  test_gemm(300, 500, 72, 8);
-  test_gemm(129, 257, 520, 0);
-  test_gemm(1, 1000, 4096, 0);
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ak = layout & 2, bk = layout & 1;
+    for (bool fp16 : {false, true}) {
+      test_gemm({128, 256, 64, ak, bk, fp16});
+      test_gemm({256, 512, 192, ak, bk, fp16});
+      test_gemm({129, 257, 520, ak, bk, fp16});
+    }
+    test_gemm({1, 8, 8, ak, bk});
+    test_gemm({17, 4104, 40, ak, bk});
+    test_gemm({300, 500, 72, ak, bk, false, 1, 8});
+    test_gemm({1, 1000, 4096, ak, bk});
+    test_gemm({200, 136, 96, ak, bk, false, 3});
+  }
+  test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
+  test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});
+  test_gemm({130, 300, 64, false, false, false, 1, 0, 0.5f, 2.f, 3});
+  test_gemm({64, 64, 64, true, true, false, 1, 0, 1.f, 0.f, 3});  // beta 0: d never read
   std::printf("tile selftest: %d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -28,6 +28,16 @@ constexpr FLYOPS_HD uint64_t wgmma_desc_kmajor(uint32_t smem_addr) {
   return wgmma_desc(smem_addr, 16u, 8u * Tile::kRowBytes, Tile::kMode);
 }
 
+// The descriptor of an MN-major operand (transposed, for 16-bit types only): TMA writes it
+// as blocks of `span` bytes along M (or N) by the K rows, each K row one swizzle row.
+// Within a block the 8-row atoms along K are 8 * span apart (stride offset); the blocks
+// along M/N are `block_bytes` apart (leading offset), i.e. K_tile * span for a stage that
+// stacks the blocks one after another.
+template <Swizzle kMode>
+constexpr FLYOPS_HD uint64_t wgmma_desc_mnmajor(uint32_t smem_addr, uint32_t block_bytes) {
+  return wgmma_desc(smem_addr, block_bytes, 8u * swizzle_span(kMode), kMode);
+}
+
 #if defined(__CUDACC__)
 // Before the first wgmma that reads registers or shared memory written by this warpgroup.
 FLYOPS_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

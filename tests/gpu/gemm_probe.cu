@@ -1,0 +1,137 @@
+// A torch-free timing probe for the GEMM kernel while it is being built: flyops' kernel
+// alone against cuBLAS (cublasGemmEx, bf16 in, fp32 compute, the layout cuBLAS is fastest
+// at) on the same buffers, median of CUDA-event timings with L2 flushed before each. It is
+// not the benchmark (python -m flyops.bench --op gemm is); it answers "how fast is the
+// kernel now" in seconds of device time. One line per shape, plus a max-abs-difference
+// check against cuBLAS on random inputs so a fast wrong kernel cannot hide.
+//
+//   flyops_gemm_probe [M N K]...     (default: a square, prefill and decode set)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "check_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "flyops/device.h"
+#include "flyops/gemm.h"
+#include "reference/numeric.h"
+
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+};
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <typename F>
+double median_ms(F&& f, void* flush, size_t flush_bytes, int reps) {
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
+    CHECK_CUDA(cudaEventRecord(e0));
+    f();
+    CHECK_CUDA(cudaEventRecord(e1));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Shape> shapes;
+  for (int i = 1; i + 2 < argc; i += 3) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2])});
+  if (shapes.empty()) {
+    shapes = {{8192, 8192, 8192}, {4096, 4096, 4096}, {1024, 1024, 1024}, {4096, 14336, 4096},
+              {4096, 4096, 14336}, {4096, 28672, 8192}, {16384, 128256, 4096}, {2048, 6144, 4096},
+              {1, 4096, 4096},     {16, 4096, 4096},   {64, 14336, 4096}, {64, 4096, 14336}};
+  }
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return 2;
+  const size_t flush_bytes = size_t{512} << 20;
+  void* flush;
+  CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> nd;
+  int bad = 0;
+  for (const Shape& s : shapes) {
+    uint16_t *a, *b, *c, *cref;
+    CHECK_CUDA(cudaMalloc(&a, s.M * s.K * 2));
+    CHECK_CUDA(cudaMalloc(&b, s.N * s.K * 2));
+    CHECK_CUDA(cudaMalloc(&c, s.M * s.N * 2));
+    CHECK_CUDA(cudaMalloc(&cref, s.M * s.N * 2));
+    {  // random normal inputs (a host fill of a sample, tiled: enough for a difference check)
+      std::vector<uint16_t> ha(1 << 20);
+      for (auto& v : ha) v = flyops::reference::float_to_bf16(nd(rng));
+      for (int64_t off = 0; off < s.M * s.K; off += ha.size())
+        CHECK_CUDA(cudaMemcpy(a + off, ha.data(), std::min<int64_t>(ha.size(), s.M * s.K - off) * 2, cudaMemcpyHostToDevice));
+      for (auto& v : ha) v = flyops::reference::float_to_bf16(nd(rng));
+      for (int64_t off = 0; off < s.N * s.K; off += ha.size())
+        CHECK_CUDA(cudaMemcpy(b + off, ha.data(), std::min<int64_t>(ha.size(), s.N * s.K - off) * 2, cudaMemcpyHostToDevice));
+    }
+    flyops::GemmParams p;
+    p.M = s.M, p.N = s.N, p.K = s.K, p.a = {a, s.K}, p.b = {b, s.K}, p.c = c, p.ldc = s.N;
+    const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
+    const float one = 1.f, zero = 0.f;
+    auto stock = [&] {
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)s.N, (int)s.M, (int)s.K, &one, b, CUDA_R_16BF, (int)s.K, a,
+                   CUDA_R_16BF, (int)s.K, &zero, cref, CUDA_R_16BF, (int)s.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    };
+    auto ours = [&] { flyops::gemm_run(p); };
+    stock();
+    if (sup.ok) ours();
+    CHECK_CUDA(cudaDeviceSynchronize());
+    double maxdiff = 0, maxref = 0;
+    if (sup.ok) {
+      std::vector<uint16_t> g(s.M * s.N), r(s.M * s.N);
+      CHECK_CUDA(cudaMemcpy(g.data(), c, g.size() * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(r.data(), cref, r.size() * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < g.size(); i += 7) {
+        maxdiff = std::max(maxdiff, (double)std::fabs(bf16_to_float(g[i]) - bf16_to_float(r[i])));
+        maxref = std::max(maxref, (double)std::fabs(bf16_to_float(r[i])));
+      }
+    }
+    const int reps = s.M * s.N * s.K > (int64_t{1} << 36) ? 15 : 40;
+    const double ms_stock = median_ms(stock, flush, flush_bytes, reps);
+    const double ms_ours = sup.ok ? median_ms(ours, flush, flush_bytes, reps) : NAN;
+    const double flop = 2.0 * s.M * s.N * s.K;
+    const double wbytes = 2.0 * s.N * s.K;
+    // bf16 rounding of outputs of size ~sqrt(K): a few ulps of the largest output.
+    const bool close = !sup.ok || maxdiff <= maxref * (1.0 / 64);
+    bad += !close;
+    std::printf("M=%lld N=%lld K=%lld  stock %.4f ms %.0f TFLOP/s %.2f TB/s  flyops %.4f ms %.0f TFLOP/s %.2f TB/s  "
+                "speedup %.3f  maxdiff %.3g (max %.3g)%s%s\n",
+                (long long)s.M, (long long)s.N, (long long)s.K, ms_stock, flop / ms_stock * 1e-9,
+                wbytes / ms_stock * 1e-9, ms_ours, flop / ms_ours * 1e-9, wbytes / ms_ours * 1e-9, ms_stock / ms_ours,
+                maxdiff, maxref, close ? "" : "  MISMATCH", sup.ok ? "" : "  (unsupported)");
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    cudaFree(cref);
+  }
+  cudaFree(flush);
+  cublasDestroy(h);
+  return bad ? 1 : 0;
+}
