@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "controls.h"
+#include "gemm_binding.h"
+#include "flyops/gemm.h"
 #include "flyops/rms_norm.h"
 #include "registration.h"
 #include "rms_norm_binding.h"
@@ -78,6 +80,17 @@ std::string route_topk(const at::Tensor& self, int64_t k, int64_t dim, bool larg
   return text;
 }
 
+// The GEMM decision for a @ b (2-D: mm, 3-D: bmm) into a fresh output, on a described GPU.
+std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_major, int64_t cc_minor, int64_t sms) {
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+  const bool batched = a.dim() == 3;
+  const GemmCall call{batched ? "bmm" : "mm", &a, &b, nullptr, 0.0, 1.0, nullptr, batched};
+  const GemmDecision d = decide_gemm(call, dev);
+  const std::string text = decision_text(d.plan.flyops, gemm_kernel_name(d.params), d.plan.reason);
+  if (log_level() > 0) log_line("gemm " + describe_gemm(call) + " -> " + text);
+  return text;
+}
+
 std::string build_info() {
   std::ostringstream o;
   o << "{\"version\": \"" << FLYOPS_VERSION << "\", \"torch\": \"" << FLYOPS_BUILD_TORCH_VERSION
@@ -122,6 +135,10 @@ TORCH_LIBRARY(flyops, m) {
   // and a cluster size (0: the router's). Benchmarks only.
   m.def("_topk_force(int kind, int cluster=0) -> ()",
         [](int64_t kind, int64_t cluster) { topk_force(int(kind), int(cluster)); });
+  m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
+        &route_gemm);
+  // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.
+  m.def("_gemm_force(int mode) -> ()", [](int64_t mode) { gemm_force(int(mode)); });
   // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.
   m.def("_rms_norm_force_shape(int shape) -> ()",
         [](int64_t shape) { rms_norm_force_shape(int(shape)); });

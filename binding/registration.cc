@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "gemm_binding.h"
 #include "registration.h"
 #include "rms_norm_binding.h"
 #include "topk_binding.h"
@@ -40,6 +41,7 @@ void register_overrides() {
                                                 c10::DispatchKey::CUDA, __FILE__, __LINE__);
     register_rms_norm(*aten_cuda);
     register_topk(*aten_cuda);
+    register_gemm(*aten_cuda);
   });
 }
 

@@ -40,6 +40,21 @@ struct GemmParams {
   Stream stream = nullptr;
 };
 
+// The router's answer: flyops' kernel, or stock with the reason (a static string).
+struct GemmPlan {
+  bool flyops = false;
+  const char* reason = "";
+};
+
+// gemm_supports, then the measured table (src/gemm/tuned_table.h): ours only on shape
+// classes where it measured faster than stock on the H200.
+GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev);
+
+// Test and benchmark hook, process-wide: 0 the router decides; 1 flyops whenever the
+// kernel supports the call (past the table); 2 stock always.
+void gemm_force(int mode);
+int gemm_forced();
+
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 

@@ -1,0 +1,24 @@
+// The GEMM router: what the kernel supports, then the measured table.
+#include <atomic>
+
+#include "flyops/gemm.h"
+#include "tuned_table.h"
+
+namespace flyops {
+namespace {
+std::atomic<int> g_force{0};
+}  // namespace
+
+void gemm_force(int mode) { g_force.store(mode, std::memory_order_relaxed); }
+int gemm_forced() { return g_force.load(std::memory_order_relaxed); }
+
+GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
+  const int force = gemm_forced();
+  if (force == 2) return GemmPlan{false, "forced to stock (_gemm_force)"};
+  const Support s = gemm_supports(p, dev);
+  if (!s.ok) return GemmPlan{false, s.reason};
+  if (force == 1 || gemm::measured_faster(p.M, p.N, p.K)) return GemmPlan{true, ""};
+  return GemmPlan{false, "stock measured faster on this shape class (gemm/tuned_table.h)"};
+}
+
+}  // namespace flyops
