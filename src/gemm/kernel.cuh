@@ -1,11 +1,13 @@
 // The GEMM kernel: persistent CTAs (about one per SM) walking 128 x 256 output tiles in the
 // scheduler's order; a TMA producer warpgroup and two wgmma consumer warpgroups around a
-// 4-stage ring that runs on across tiles.
+// 4-stage ring that runs on across tiles. kCluster = 2: pairs of CTAs on vertically
+// neighbouring tiles, each loading half of their common B block for both (multicast).
 #pragma once
 
 #include <cuda.h>
 
 #include "epilogue.cuh"
+#include "flyops/tile/cluster.h"
 #include "mainloop.cuh"
 
 namespace flyops::gemm {
@@ -21,7 +23,7 @@ struct KernelArgs {
 }  // namespace flyops::gemm
 
 // Global namespace: profiler and ncu names start with flyops_.
-template <typename T, bool kAKMajor, bool kBKMajor>
+template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     flyops_gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const flyops::gemm::KernelArgs<T> args) {
@@ -35,28 +37,38 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   const Stages s{base};
   const int wg = threadIdx.x / 128;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);
+  const int rank = kCluster == 1 ? 0 : static_cast<int>(tile::cluster_rank());
   if (threadIdx.x == 0) {
-    ring.init(kConsumers * 4);  // one arrival per consumer warp
+    ring.init(kConsumers * 4 * kCluster);  // one arrival per consumer warp of each CTA
     tile::tma_prefetch_map(&map_a);
     tile::tma_prefetch_map(&map_b);
   }
-  __syncthreads();
+  // Every CTA's barriers exist before any peer multicasts into them or arrives on them.
+  if constexpr (kCluster > 1)
+    tile::cluster_sync();
+  else
+    __syncthreads();
   if (wg == 0) {
     tile::regs_decrease<kProducerRegs>();
-    if (threadIdx.x == 0) produce<kAKMajor, kBKMajor>(&map_a, &map_b, s, ring, args.sched, k_blocks);
+    if (threadIdx.x == 0) produce<kAKMajor, kBKMajor, kCluster>(&map_a, &map_b, s, ring, args.sched, k_blocks, rank);
   } else {
     tile::regs_increase<kConsumerRegs>();
     tile::RingState<kStages> st;
-    for (int64_t t = blockIdx.x; t < args.sched.total; t += gridDim.x) {
-      const TileCoord tc = args.sched.at(t);
+    for (int64_t t = blockIdx.x / kCluster; t < args.sched.total; t += gridDim.x / kCluster) {
+      const TileCoord tc = args.sched.at(t, rank);
       float acc[kBN / 2];
 #pragma unroll
       for (float& v : acc) v = 0.f;  // the first wgmma overwrites; keeps the registers defined
-      consume<T, kAKMajor, kBKMajor>(acc, s, ring, st, k_blocks, wg - 1);
+      consume<T, kAKMajor, kBKMajor, kCluster>(acc, s, ring, st, k_blocks, wg - 1);
       EpilogueArgs<T> e = args.epi;
       e.c += tc.z * args.batch_stride_c;
       if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
       store_tile<T>(acc, e, args.M, args.N, int64_t{tc.m} * kBM + 64 * (wg - 1), int64_t{tc.n} * kBN);
     }
+  }
+  // No CTA leaves while a peer may still multicast into it or arrive on its barriers.
+  if constexpr (kCluster > 1) {
+    __syncwarp();  // the producer's lane 0 rejoins its warp (the barrier is .aligned)
+    tile::cluster_sync();
   }
 }

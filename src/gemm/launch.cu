@@ -1,10 +1,12 @@
 // Host side of the GEMM: what TMA can describe, the tensor maps, the one launch function
-// that turns the runtime choices (dtype, operand majors) into template parameters.
+// that turns the runtime choices (dtype, operand majors, cluster size) into template
+// parameters.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "common/per_device.h"
 #include "flyops/gemm.h"
+#include "flyops/tile/launch.h"
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
 
@@ -42,41 +44,61 @@ const char* overlap(const GemmOperand& op, int64_t rows, int64_t K, int64_t batc
   return nullptr;
 }
 
-template <typename T, bool kAK, bool kBK>
+// CTAs per cluster: pairs when there are two tile rows to pair up, else single CTAs.
+int cluster_for(const GemmParams& p) {
+  if (p.cluster == 1 || p.cluster == 2) return p.cluster;
+  return p.M > gemm::kBM ? 2 : 1;
+}
+
+template <typename T, bool kAK, bool kBK, int kCluster>
 Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
-  auto* kernel = &flyops_gemm<T, kAK, kBK>;
-  const int ok = per_device_once<GemmParams, (std::is_same_v<T, tile::bf16> ? 0 : 4) + (kAK ? 2 : 0) + (kBK ? 1 : 0)>(
-      p.device, [&] {
-        return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm::kSmemBytes) ==
-                       cudaSuccess
-                   ? 1
-                   : (cudaGetLastError(), 0);
-      });
-  if (!ok) return Status::kCudaError;
-  const int sms = per_device_once<GemmParams, 100>(p.device, [&] {
-    int n = 0;
-    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, p.device) == cudaSuccess ? n
-                                                                                              : (cudaGetLastError(), 1);
+  auto* kernel = &flyops_gemm<T, kAK, kBK, kCluster>;
+  // Per instantiation and device: the shared-memory opt-in, then how many clusters fit.
+  const int resident = per_device_once<GemmParams, (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kAK ? 4 : 0) +
+                                                       (kBK ? 2 : 0) + (kCluster - 1)>(p.device, [&] {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, gemm::kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    if (kCluster > 1) return tile::max_active_clusters(kernel, dim3(gemm::kThreads), gemm::kSmemBytes, kCluster);
+    int sms = 0;
+    return cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device) == cudaSuccess
+               ? sms
+               : (cudaGetLastError(), 0);
   });
+  if (resident <= 0) return Status::kCudaError;
   gemm::KernelArgs<T> args;
-  args.sched.tiles_m = static_cast<int>((p.M + gemm::kBM - 1) / gemm::kBM);
-  args.sched.tiles_n = static_cast<int>((p.N + gemm::kBN - 1) / gemm::kBN);
-  args.sched.total = int64_t{args.sched.tiles_m} * args.sched.tiles_n * p.batch;
-  const dim3 grid(static_cast<unsigned>(args.sched.total < sms ? args.sched.total : sms));
   args.M = p.M, args.N = p.N, args.K = p.K;
+  const int tiles_m = static_cast<int>((p.M + gemm::kBM - 1) / gemm::kBM);
+  const int tiles_n = static_cast<int>((p.N + gemm::kBN - 1) / gemm::kBN);
+  args.sched = gemm::Scheduler{tiles_m, tiles_n, kCluster, gemm::Scheduler::count(tiles_m, tiles_n, kCluster, p.batch)};
   args.batch_stride_c = p.batch_stride_c;
   const bool use_d = p.beta != 0.f && p.d != nullptr;
   args.batch_stride_d = use_d ? p.batch_stride_d : 0;
   args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
-  kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, args);
-  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+  const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
+  const dim3 grid(static_cast<unsigned>(clusters * kCluster));
+  cudaError_t e;
+  if constexpr (kCluster > 1) {
+    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), gemm::kSmemBytes, p.stream, kCluster, ma, mb, args);
+  } else {
+    kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, args);
+    e = cudaGetLastError();
+  }
+  return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+template <typename T, int kCluster>
+Status launch_layout(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
+  if (p.a.k_major)
+    return p.b.k_major ? launch<T, true, true, kCluster>(p, ma, mb) : launch<T, true, false, kCluster>(p, ma, mb);
+  return p.b.k_major ? launch<T, false, true, kCluster>(p, ma, mb) : launch<T, false, false, kCluster>(p, ma, mb);
 }
 
 template <typename T>
-Status launch_layout(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
-  if (p.a.k_major) return p.b.k_major ? launch<T, true, true>(p, ma, mb) : launch<T, true, false>(p, ma, mb);
-  return p.b.k_major ? launch<T, false, true>(p, ma, mb) : launch<T, false, false>(p, ma, mb);
+Status launch_cluster_size(const GemmParams& p, int cluster, const CUtensorMap& ma, const CUtensorMap& mb) {
+  return cluster == 2 ? launch_layout<T, 2>(p, ma, mb) : launch_layout<T, 1>(p, ma, mb);
 }
 
 }  // namespace
@@ -100,11 +122,14 @@ Support gemm_supports(const GemmParams& p, const DeviceInfo& dev) {
 Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const int cluster = cluster_for(p);
   CUtensorMap ma, mb;
+  // B's box: each CTA of a cluster loads 1/cluster of the rows (K-major boxes span them all).
   if (!tile::tma_encode(&ma, operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM), type) ||
-      !tile::tma_encode(&mb, operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN), type))
+      !tile::tma_encode(&mb, operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN / cluster), type))
     return Status::kUnsupported;
-  return p.dtype == DType::kBFloat16 ? launch_layout<tile::bf16>(p, ma, mb) : launch_layout<tile::fp16>(p, ma, mb);
+  return p.dtype == DType::kBFloat16 ? launch_cluster_size<tile::bf16>(p, cluster, ma, mb)
+                                     : launch_cluster_size<tile::fp16>(p, cluster, ma, mb);
 }
 
 const char* gemm_kernel_name(const GemmParams& p) {

@@ -26,30 +26,47 @@ struct Stages {
 
 // Loads one operand's block for k block `kb` at row `row0` (M or N) of batch `z`. The
 // tensor map's dimensions are {K, rows, batch} for K-major, {rows, K, batch} for MN-major.
-template <typename Op, bool kKMajor>
-FLYOPS_DEVICE void load_operand(unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int kb, int row0, int z) {
+// With kParts > 1 this CTA loads part `part` of the block (its rows 1/kParts of the way
+// in) and multicasts it to every CTA of the cluster, which each load the other parts.
+template <typename Op, bool kKMajor, int kParts>
+FLYOPS_DEVICE void load_operand(unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int kb, int row0, int z,
+                                int part) {
+  constexpr uint16_t kAll = (1u << kParts) - 1u;
   if constexpr (kKMajor) {
-    tile::tma_load(dst, map, bar, kb * kBK, row0, z);
+    constexpr int kRows = Op::kRowsPerBox / kParts;  // the tensor map's box rows
+    unsigned char* d = dst + part * kRows * 128;
+    if constexpr (kParts == 1)
+      tile::tma_load(d, map, bar, kb * kBK, row0, z);
+    else
+      tile::tma_load_multicast(d, map, bar, kAll, kb * kBK, row0 + part * kRows, z);
   } else {
+    constexpr int kBoxes = Op::kBoxes / kParts;
 #pragma unroll
-    for (int i = 0; i < Op::kBoxes; ++i) tile::tma_load(dst + i * Op::kBoxBytes, map, bar, row0 + i * kSpanElems, kb * kBK, z);
+    for (int j = 0; j < kBoxes; ++j) {
+      const int i = part * kBoxes + j;
+      if constexpr (kParts == 1)
+        tile::tma_load(dst + i * Op::kBoxBytes, map, bar, row0 + i * kSpanElems, kb * kBK, z);
+      else
+        tile::tma_load_multicast(dst + i * Op::kBoxBytes, map, bar, kAll, row0 + i * kSpanElems, kb * kBK, z);
+    }
   }
 }
 
 // One thread of the producer warpgroup: every k block of every tile this CTA owns, running
-// ahead across tile boundaries as far as the ring lets it.
-template <bool kAKMajor, bool kBKMajor>
+// ahead across tile boundaries as far as the ring lets it. A comes from this CTA's tile
+// row; B, shared by the cluster's CTAs, is loaded in kCluster parts, one per CTA.
+template <bool kAKMajor, bool kBKMajor, int kCluster>
 FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages& s,
-                           tile::Ring<kStages>& ring, const Scheduler& sched, int k_blocks) {
+                           tile::Ring<kStages>& ring, const Scheduler& sched, int k_blocks, int rank) {
   using L = StageLayout<kAKMajor, kBKMajor>;
   tile::RingState<kStages> st;
-  for (int64_t t = blockIdx.x; t < sched.total; t += gridDim.x) {
-    const TileCoord tc = sched.at(t);
+  for (int64_t t = blockIdx.x / kCluster; t < sched.total; t += gridDim.x / kCluster) {
+    const TileCoord tc = sched.at(t, rank);
     for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
       ring.producer_acquire(st, kStageBytes);
-      load_operand<typename L::A, kAKMajor>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * kBM, tc.z);
-      load_operand<typename L::B, kBKMajor>(s.b<kAKMajor>(st.stage), map_b, ring.full_barrier(st), kb, tc.n * kBN,
-                                            tc.z);
+      load_operand<typename L::A, kAKMajor, 1>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * kBM, tc.z, 0);
+      load_operand<typename L::B, kBKMajor, kCluster>(s.b<kAKMajor>(st.stage), map_b, ring.full_barrier(st), kb,
+                                                      tc.n * kBN, tc.z, rank);
     }
   }
 }
@@ -65,9 +82,21 @@ FLYOPS_DEVICE uint64_t operand_desc(const unsigned char* block, int row0, int kk
 
 // A consumer warpgroup's mainloop for one tile: rows [64 * wg, 64 * wg + 64) of it into acc
 // (fragment layout of m64n256). One wgmma group stays in flight: block kb's wgmmas are
-// issued before block kb - 1's slot is released (each warp arrives once it has waited for
-// its own part, so the empty barrier expects 4 arrivals per consumer warpgroup).
-template <typename T, bool kAKMajor, bool kBKMajor>
+// issued before block kb - 1's slot is released. Each warp releases once it has waited
+// for its own part, on the slot of every CTA in the cluster (their producers write parts
+// of B into this CTA's slot), so an empty barrier expects 4 arrivals per consumer
+// warpgroup per CTA.
+template <int kCluster>
+FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kStages>& st) {
+  if constexpr (kCluster == 1) {
+    ring.consumer_release(st);
+  } else {
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) tile::mbarrier_arrive_cluster(&ring.empty[st.stage], r);
+  }
+}
+
+template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kStages>& ring,
                            tile::RingState<kStages>& st, int k_blocks, int wg) {
   using L = StageLayout<kAKMajor, kBKMajor>;
@@ -85,13 +114,13 @@ FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kS
     tile::wgmma_commit();
     tile::wgmma_wait<1>();
     if (kb > 0) {
-      if (signals) ring.consumer_release(prev);
+      if (signals) release<kCluster>(ring, prev);
       prev.advance();
     }
     st.advance();
   }
   tile::wgmma_wait<0>();
-  if (signals) ring.consumer_release(prev);
+  if (signals) release<kCluster>(ring, prev);
 }
 
 }  // namespace flyops::gemm

@@ -1,7 +1,11 @@
-// The persistent tile order: CTA b takes tiles b, b + grid, b + 2 grid, ... Tiles are
-// numbered batch entry by batch entry; inside one, in bands of kGroupRows tile rows, going
-// down a band's rows before moving one tile column right, so the tiles in flight at once
-// (about one per SM) share a band of A and a run of B's columns in L2.
+// The persistent tile order. With clusters of `cluster` CTAs (stacked along M: they share
+// B's block through multicast), the unit of work is a cluster tile of `cluster` tile rows
+// x 1 tile column; cluster c takes cluster tiles c, c + clusters, c + 2 clusters, ... and
+// its CTA of rank r the r-th tile row of each. Cluster tiles are numbered batch entry by
+// batch entry; inside one, in bands of kGroupRows tile rows, going down a band before
+// moving one tile column right, so the tiles in flight at once (about one per SM) share a
+// band of A and a run of B's columns in L2. A tile row past the end (tiles_m not a
+// multiple of the cluster) is still walked: its loads read zeros, its stores are clipped.
 #pragma once
 
 #include <cstdint>
@@ -18,17 +22,25 @@ struct TileCoord {
 
 struct Scheduler {
   int tiles_m, tiles_n;
-  int64_t total;  // tiles_m * tiles_n * batch
+  int cluster;    // 1 or 2
+  int64_t total;  // cluster tiles: ceil(tiles_m / cluster) * tiles_n * batch
 
-  FLYOPS_HD TileCoord at(int64_t t) const {
-    const int64_t per_batch = int64_t{tiles_m} * tiles_n;
+  static constexpr FLYOPS_HD int64_t count(int tiles_m, int tiles_n, int cluster, int64_t batch) {
+    return int64_t{(tiles_m + cluster - 1) / cluster} * tiles_n * batch;
+  }
+
+  FLYOPS_HD TileCoord at(int64_t t, int rank) const {
+    const int rows = (tiles_m + cluster - 1) / cluster;  // cluster-tile rows
+    const int group = kGroupRows / cluster;
+    const int64_t per_batch = int64_t{rows} * tiles_n;
     const int z = static_cast<int>(t / per_batch);
     int64_t r = t - z * per_batch;
-    const int64_t per_band = int64_t{kGroupRows} * tiles_n;
+    const int64_t per_band = int64_t{group} * tiles_n;
     const int band = static_cast<int>(r / per_band);
     r -= band * per_band;
-    const int rows = tiles_m - band * kGroupRows < kGroupRows ? tiles_m - band * kGroupRows : kGroupRows;
-    return TileCoord{band * kGroupRows + static_cast<int>(r % rows), static_cast<int>(r / rows), z};
+    const int band_rows = rows - band * group < group ? rows - band * group : group;
+    const int row = band * group + static_cast<int>(r % band_rows);
+    return TileCoord{row * cluster + rank, static_cast<int>(r / band_rows), z};
   }
 };
 

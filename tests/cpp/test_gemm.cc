@@ -80,28 +80,38 @@ TEST(GemmSupports, LayoutsAndBatches) {
   EXPECT_EQ(why(batched), "C batch entries overlap");
 }
 
-// The persistent order visits every tile of every batch entry exactly once, and the tiles
-// of one wave (consecutive numbers) stay inside a band of kGroupRows tile rows.
+// The persistent order visits every tile of every batch entry exactly once (with clusters:
+// each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
+// numbers) stay inside a band of kGroupRows tile rows.
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
-  for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}}) {
-    gemm::Scheduler s{tm, tn, int64_t{tm} * tn * batch};
-    std::set<std::tuple<int, int, int>> seen;
-    for (int64_t t = 0; t < s.total; ++t) {
-      const gemm::TileCoord c = s.at(t);
-      ASSERT_GE(c.m, 0);
-      ASSERT_LT(c.m, tm);
-      ASSERT_GE(c.n, 0);
-      ASSERT_LT(c.n, tn);
-      ASSERT_LT(c.z, batch);
-      seen.insert({c.m, c.n, c.z});
-      if (t > 0) {  // neighbours share a band (or the band just turned over)
-        const gemm::TileCoord p = s.at(t - 1);
-        if (p.z == c.z && p.m / gemm::kGroupRows != c.m / gemm::kGroupRows) {
-          EXPECT_EQ(c.m / gemm::kGroupRows, p.m / gemm::kGroupRows + 1);
-          EXPECT_EQ(c.n, 0);
+  for (int cluster : {1, 2})
+    for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}}) {
+      const gemm::Scheduler s{tm, tn, cluster, gemm::Scheduler::count(tm, tn, cluster, batch)};
+      std::set<std::tuple<int, int, int>> seen;
+      int64_t past_end = 0;
+      for (int64_t t = 0; t < s.total; ++t) {
+        for (int rank = 0; rank < cluster; ++rank) {
+          const gemm::TileCoord c = s.at(t, rank);
+          ASSERT_GE(c.m, 0);
+          ASSERT_GE(c.n, 0);
+          ASSERT_LT(c.n, tn);
+          ASSERT_LT(c.z, batch);
+          if (c.m >= tm) {
+            ++past_end;  // only the last rank of an odd cluster tile row
+            EXPECT_EQ(c.m, tm);
+            continue;
+          }
+          EXPECT_TRUE(seen.insert({c.m, c.n, c.z}).second);
+        }
+        if (t > 0) {  // neighbours share a band (or the band just turned over)
+          const gemm::TileCoord c = s.at(t, 0), p = s.at(t - 1, 0);
+          if (p.z == c.z && p.m / gemm::kGroupRows != c.m / gemm::kGroupRows) {
+            EXPECT_EQ(c.m / gemm::kGroupRows, p.m / gemm::kGroupRows + 1);
+            EXPECT_EQ(c.n, 0);
+          }
         }
       }
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), int64_t{tm} * tn * batch);
+      EXPECT_EQ(past_end, cluster == 2 && tm % 2 ? int64_t{tn} * batch : 0);
     }
-    EXPECT_EQ(static_cast<int64_t>(seen.size()), s.total);
-  }
 }

@@ -272,6 +272,7 @@ struct GemmCase {
   int64_t batch = 1, pad = 0;
   float alpha = 1.f, beta = 0.f;
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
+  int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -318,11 +319,13 @@ void test_gemm(const GemmCase& g) {
   p.b = {db, ldb, g.b_k_major, sb};
   p.c = dc, p.ldc = ldc, p.batch_stride_c = sc;
   p.alpha = g.alpha, p.beta = g.beta;
+  p.cluster = g.cluster;
   if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
-  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d", flyops::gemm_kernel_name(p),
-                (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind);
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d", flyops::gemm_kernel_name(p),
+                (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind,
+                g.cluster);
   if (!sup.ok) {
     std::printf("%s: unsupported (%s)\n", name, sup.reason);
     report(name, false);
@@ -389,6 +392,8 @@ int main() {
     test_gemm({300, 500, 72, ak, bk, false, 1, 8});
     test_gemm({1, 1000, 4096, ak, bk});
     test_gemm({200, 136, 96, ak, bk, false, 3});
+    test_gemm({300, 500, 72, ak, bk, false, 1, 0, 1.f, 0.f, 0, 1});   // single CTAs
+    test_gemm({520, 700, 136, ak, bk, false, 2, 0, 1.f, 0.f, 0, 2});  // pairs, odd tile rows
   }
   test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});

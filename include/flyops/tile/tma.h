@@ -138,6 +138,14 @@ FLYOPS_DEVICE void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_
       : "memory");
 }
 
+FLYOPS_DEVICE void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, uint16_t cta_mask, int c0,
+                                      int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+      "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar)), "h"(cta_mask)
+      : "memory");
+}
 // Box store from shared memory; complete it with tma_store_commit / tma_store_wait.
 // Shared-memory writes by threads must be fenced first (fence_proxy_async).
 FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
