@@ -36,7 +36,8 @@ struct GemmParams {
   // beta == 0 or d is null. Same dtype as C.
   const void* d = nullptr;
   int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
-  int cluster = 0;  // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
+  int cluster = 0;   // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
+  int epilogue = 0;  // 1: C from registers even where TMA stores could write it (tuning hook)
   int device = 0;
   Stream stream = nullptr;
 };

@@ -18,6 +18,7 @@ struct KernelArgs {
   int64_t batch_stride_c, batch_stride_d;
   Scheduler sched;
   EpilogueArgs<T> epi;
+  bool tma_store;  // C through map_c (else straight from registers)
 };
 
 }  // namespace flyops::gemm
@@ -26,7 +27,7 @@ struct KernelArgs {
 template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     flyops_gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const flyops::gemm::KernelArgs<T> args) {
+                const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T> args) {
   using namespace flyops;
   using namespace flyops::gemm;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -35,6 +36,8 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   const uint32_t raw = tile::smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const Stages s{base};
+  // Each consumer warpgroup's epilogue staging, after the ring.
+  unsigned char* staging = base + kStages * kStageBytes + (threadIdx.x / 128 - 1) * kStagingBytes;
   const int wg = threadIdx.x / 128;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);
   const int rank = kCluster == 1 ? 0 : static_cast<int>(tile::cluster_rank());
@@ -42,6 +45,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     ring.init(kConsumers * 4 * kCluster);  // one arrival per consumer warp of each CTA
     tile::tma_prefetch_map(&map_a);
     tile::tma_prefetch_map(&map_b);
+    if (args.tma_store) tile::tma_prefetch_map(&map_c);
   }
   // Every CTA's barriers exist before any peer multicasts into them or arrives on them.
   if constexpr (kCluster > 1)
@@ -63,8 +67,13 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
       EpilogueArgs<T> e = args.epi;
       e.c += tc.z * args.batch_stride_c;
       if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
-      store_tile<T>(acc, e, args.M, args.N, int64_t{tc.m} * kBM + 64 * (wg - 1), int64_t{tc.n} * kBN);
+      const int row0 = tc.m * kBM + 64 * (wg - 1), col0 = tc.n * kBN;
+      if (args.tma_store)
+        store_tile_tma<T>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
+      else
+        store_tile<T>(acc, e, args.M, args.N, row0, col0);
     }
+    if (args.tma_store && threadIdx.x % 128 == 0) tile::tma_store_drain();
   }
   // No CTA leaves while a peer may still multicast into it or arrive on its barriers.
   if constexpr (kCluster > 1) {

@@ -51,7 +51,7 @@ int cluster_for(const GemmParams& p) {
 }
 
 template <typename T, bool kAK, bool kBK, int kCluster>
-Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
+Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool tma_c) {
   auto* kernel = &flyops_gemm<T, kAK, kBK, kCluster>;
   // Per instantiation and device: the shared-memory opt-in, then how many clusters fit.
   const int resident = per_device_once<GemmParams, (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kAK ? 4 : 0) +
@@ -77,28 +77,47 @@ Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb)
   args.batch_stride_d = use_d ? p.batch_stride_d : 0;
   args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+  args.tma_store = tma_c;
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   cudaError_t e;
   if constexpr (kCluster > 1) {
-    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), gemm::kSmemBytes, p.stream, kCluster, ma, mb, args);
+    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), gemm::kSmemBytes, p.stream, kCluster, ma, mb, mc, args);
   } else {
-    kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, args);
+    kernel<<<grid, gemm::kThreads, gemm::kSmemBytes, p.stream>>>(ma, mb, mc, args);
     e = cudaGetLastError();
   }
   return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
-template <typename T, int kCluster>
-Status launch_layout(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb) {
+template <typename T, int kCluster, typename... Maps>
+Status launch_layout(const GemmParams& p, const Maps&... maps) {
   if (p.a.k_major)
-    return p.b.k_major ? launch<T, true, true, kCluster>(p, ma, mb) : launch<T, true, false, kCluster>(p, ma, mb);
-  return p.b.k_major ? launch<T, false, true, kCluster>(p, ma, mb) : launch<T, false, false, kCluster>(p, ma, mb);
+    return p.b.k_major ? launch<T, true, true, kCluster>(p, maps...) : launch<T, true, false, kCluster>(p, maps...);
+  return p.b.k_major ? launch<T, false, true, kCluster>(p, maps...) : launch<T, false, false, kCluster>(p, maps...);
 }
 
-template <typename T>
-Status launch_cluster_size(const GemmParams& p, int cluster, const CUtensorMap& ma, const CUtensorMap& mb) {
-  return cluster == 2 ? launch_layout<T, 2>(p, ma, mb) : launch_layout<T, 1>(p, ma, mb);
+template <typename T, typename... Maps>
+Status launch_cluster_size(const GemmParams& p, int cluster, const Maps&... maps) {
+  return cluster == 2 ? launch_layout<T, 2>(p, maps...) : launch_layout<T, 1>(p, maps...);
+}
+
+// C's tensor map for the TMA-store epilogue: {N, M, batch} in 64 x 64 boxes.
+tile::TmaShape output_shape(const GemmParams& p) {
+  tile::TmaShape s;
+  s.rank = 3;
+  s.elem_bytes = 2;
+  s.base = p.c;
+  s.dims[0] = static_cast<uint64_t>(p.N);
+  s.dims[1] = static_cast<uint64_t>(p.M);
+  s.dims[2] = static_cast<uint64_t>(p.batch);
+  s.strides_bytes[0] = static_cast<uint64_t>(p.ldc) * 2;
+  s.strides_bytes[1] = static_cast<uint64_t>(p.batch > 1 ? p.batch_stride_c : p.ldc * p.M) * 2;
+  s.box[0] = gemm::kStoreCols;
+  s.box[1] = 64;
+  s.box[2] = 1;
+  s.swizzle = gemm::kSwizzle;
+  return s;
 }
 
 }  // namespace
@@ -128,8 +147,12 @@ Status gemm_run(const GemmParams& p) {
   if (!tile::tma_encode(&ma, operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM), type) ||
       !tile::tma_encode(&mb, operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN / cluster), type))
     return Status::kUnsupported;
-  return p.dtype == DType::kBFloat16 ? launch_cluster_size<tile::bf16>(p, cluster, ma, mb)
-                                     : launch_cluster_size<tile::fp16>(p, cluster, ma, mb);
+  // C through TMA stores where TMA can describe it (and the tuning hook allows), else from
+  // registers; the unused map stays zeroed and is never touched.
+  CUtensorMap mc{};
+  const bool tma_c = p.epilogue != 1 && tile::tma_encode(&mc, output_shape(p), type);
+  return p.dtype == DType::kBFloat16 ? launch_cluster_size<tile::bf16>(p, cluster, ma, mb, mc, tma_c)
+                                     : launch_cluster_size<tile::fp16>(p, cluster, ma, mb, mc, tma_c);
 }
 
 const char* gemm_kernel_name(const GemmParams& p) {

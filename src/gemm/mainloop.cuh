@@ -89,10 +89,11 @@ FLYOPS_DEVICE uint64_t operand_desc(const unsigned char* block, int row0, int kk
 template <int kCluster>
 FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kStages>& st) {
   if constexpr (kCluster == 1) {
-    ring.consumer_release(st);
+    if (threadIdx.x % 32 == 0) ring.consumer_release(st);
   } else {
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) tile::mbarrier_arrive_cluster(&ring.empty[st.stage], r);
+    // Lane r signals cluster CTA r: the remote arrivals go out in parallel.
+    const uint32_t lane = threadIdx.x % 32;
+    if (lane < kCluster) tile::mbarrier_arrive_peer(&ring.empty[st.stage], lane);
   }
 }
 
@@ -100,7 +101,6 @@ template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kStages>& ring,
                            tile::RingState<kStages>& st, int k_blocks, int wg) {
   using L = StageLayout<kAKMajor, kBKMajor>;
-  const bool signals = threadIdx.x % 32 == 0;
   tile::RingState<kStages> prev = st;
   for (int kb = 0; kb < k_blocks; ++kb) {
     ring.consumer_wait(st);
@@ -114,13 +114,13 @@ FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kS
     tile::wgmma_commit();
     tile::wgmma_wait<1>();
     if (kb > 0) {
-      if (signals) release<kCluster>(ring, prev);
+      release<kCluster>(ring, prev);
       prev.advance();
     }
     st.advance();
   }
   tile::wgmma_wait<0>();
-  if (signals) release<kCluster>(ring, prev);
+  release<kCluster>(ring, prev);
 }
 
 }  // namespace flyops::gemm

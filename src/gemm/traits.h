@@ -53,7 +53,13 @@ struct StageLayout {
 // Both layouts hold the same bytes: 16 KB of A and 32 KB of B per stage.
 inline constexpr uint32_t kStageBytes = StageLayout<true, true>::kBytes;
 static_assert(StageLayout<false, false>::kBytes == kStageBytes, "stage size independent of layout");
-// Dynamic shared memory: the stages, plus slack to align them to the 1024-byte swizzle atom.
-inline constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+// The epilogue's staging: per consumer warpgroup one 64 x 128 half of its 64 x 256 rows,
+// as two 64 x 64 boxes in the TMA store's 128-byte swizzle (8 KB each).
+inline constexpr int kStoreCols = 64;
+inline constexpr uint32_t kStoreBoxBytes = 64 * kStoreCols * 2;
+inline constexpr uint32_t kStagingBytes = 2 * kStoreBoxBytes;
+// Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
+inline constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
+static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 
 }  // namespace flyops::gemm

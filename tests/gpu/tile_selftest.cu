@@ -273,6 +273,7 @@ struct GemmCase {
   float alpha = 1.f, beta = 0.f;
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
   int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
+  bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -284,7 +285,8 @@ void test_gemm(const GemmCase& g) {
   // Stored shapes: A is [M, K] (K-major) or [K, M]; B is [N, K] (K-major) or [K, N]. Leading
   // strides are rounded up to 8 elements (16 bytes, what TMA needs); the logical shape stays odd.
   auto ld_of = [&](int64_t inner) { return (inner + 7) / 8 * 8 + g.pad; };
-  const int64_t lda = ld_of(g.a_k_major ? K : M), ldb = ld_of(g.b_k_major ? K : N), ldc = N + 3;
+  const int64_t lda = ld_of(g.a_k_major ? K : M), ldb = ld_of(g.b_k_major ? K : N);
+  const int64_t ldc = g.odd_ldc ? N + 3 : (N + 7) / 8 * 8 + 8;
   const int64_t sa = lda * (g.a_k_major ? M : K), sb = ldb * (g.b_k_major ? N : K), sc = ldc * M;
   const int64_t dsm = g.d_kind == 2 ? 1 : g.d_kind == 3 ? N : 0;
   const int64_t dsn = g.d_kind == 1 || g.d_kind == 3 ? 1 : 0;
@@ -323,9 +325,9 @@ void test_gemm(const GemmCase& g) {
   if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
-  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d", flyops::gemm_kernel_name(p),
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s", flyops::gemm_kernel_name(p),
                 (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind,
-                g.cluster);
+                g.cluster, g.odd_ldc ? " reg-epilogue" : "");
   if (!sup.ok) {
     std::printf("%s: unsupported (%s)\n", name, sup.reason);
     report(name, false);
@@ -394,7 +396,11 @@ int main() {
     test_gemm({200, 136, 96, ak, bk, false, 3});
     test_gemm({300, 500, 72, ak, bk, false, 1, 0, 1.f, 0.f, 0, 1});   // single CTAs
     test_gemm({520, 700, 136, ak, bk, false, 2, 0, 1.f, 0.f, 0, 2});  // pairs, odd tile rows
+    test_gemm({129, 257, 520, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
+    test_gemm({17, 4104, 40, ak, bk, true, 1, 0, 1.f, 0.f, 0, 2, true});
   }
+  test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
+  test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
   test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});
   test_gemm({130, 300, 64, false, false, false, 1, 0, 0.5f, 2.f, 3});

@@ -47,6 +47,14 @@ FLYOPS_DEVICE void mbarrier_arrive_cluster(uint64_t* bar, uint32_t rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
+
+// The same arrival with the default (CTA-scope) release: enough to hand a slot that this
+// CTA only read back to a peer's TMA writes, and much cheaper in a mainloop.
+FLYOPS_DEVICE void mbarrier_arrive_peer(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
 #endif
 
 }  // namespace flyops::tile

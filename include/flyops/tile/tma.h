@@ -153,12 +153,19 @@ FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, in
                "r"(c0), "r"(c1), "r"(smem_addr(src))
                : "memory");
 }
+FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(map),
+               "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(src))
+               : "memory");
+}
 FLYOPS_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Wait until at most kPending store groups still read shared memory.
 template <int kPending>
 FLYOPS_DEVICE void tma_store_wait() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }
+// Wait until every committed store group has completed (its writes done, not only its reads).
+FLYOPS_DEVICE void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
 // Make this thread's shared-memory writes visible to the async proxy (TMA, wgmma).
 FLYOPS_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
