@@ -133,11 +133,15 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
     if (!at::is_expandable_to(d.sizes(), shape)) return stock("self does not broadcast to the output");
     if (call.out != nullptr && call.out->is_alias_of(d) && !same_view(*call.out, d))
       return stock("out overlaps self in another layout");
-    const at::Tensor e = d.expand(shape);
+    // Broadcast strides without building the expanded view: a missing or size-1 dim
+    // repeats (stride 0).
+    int64_t st[3] = {0, 0, 0};
+    for (int64_t i = 1; i <= d.dim(); ++i)
+      if (d.size(-i) != 1) st[rank - i] = d.stride(-i);
     p.d = d.data_ptr();
-    p.d_stride_m = e.stride(rank - 2);
-    p.d_stride_n = e.stride(rank - 1);
-    p.batch_stride_d = call.batched ? e.stride(0) : 0;
+    p.d_stride_m = st[rank - 2];
+    p.d_stride_n = st[rank - 1];
+    p.batch_stride_d = call.batched ? st[0] : 0;
   }
   if (transposed) {  // C^T = B^T A^T, written row-major into C's columns
     std::swap(p.M, p.N);

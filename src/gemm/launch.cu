@@ -44,11 +44,9 @@ const char* overlap(const GemmOperand& op, int64_t rows, int64_t K, int64_t batc
   return nullptr;
 }
 
-// CTAs per cluster: pairs when there are two tile rows to pair up, else single CTAs.
-int cluster_for(const GemmParams& p) {
-  if (p.cluster == 1 || p.cluster == 2) return p.cluster;
-  return p.M > gemm::kBM ? 2 : 1;
-}
+// CTAs per cluster: single CTAs unless asked. Pairs with multicast measured no faster on
+// the H200 so far (docs/perf-notes.md, GEMM v2/v3); the tuning hook keeps them reachable.
+int cluster_for(const GemmParams& p) { return p.cluster == 2 && p.M > gemm::kBM ? 2 : 1; }
 
 template <typename T, bool kAK, bool kBK, int kCluster>
 Status launch(const GemmParams& p, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc, bool tma_c) {
@@ -102,7 +100,10 @@ Status launch_cluster_size(const GemmParams& p, int cluster, const Maps&... maps
   return cluster == 2 ? launch_layout<T, 2>(p, maps...) : launch_layout<T, 1>(p, maps...);
 }
 
-// C's tensor map for the TMA-store epilogue: {N, M, batch} in 64 x 64 boxes.
+// C's tensor map for the TMA-store epilogue: {N, M, batch} in 64 x 64 boxes. Only for rows
+// of whole 16-byte chunks: at the inner edge TMA stores write whole chunks (measured on the
+// H200: N % 8 != 0 overwrote the padding after row ends), so the other widths take the
+// register epilogue.
 tile::TmaShape output_shape(const GemmParams& p) {
   tile::TmaShape s;
   s.rank = 3;
@@ -150,7 +151,7 @@ Status gemm_run(const GemmParams& p) {
   // C through TMA stores where TMA can describe it (and the tuning hook allows), else from
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
-  const bool tma_c = p.epilogue != 1 && tile::tma_encode(&mc, output_shape(p), type);
+  const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode(&mc, output_shape(p), type);
   return p.dtype == DType::kBFloat16 ? launch_cluster_size<tile::bf16>(p, cluster, ma, mb, mc, tma_c)
                                      : launch_cluster_size<tile::fp16>(p, cluster, ma, mb, mc, tma_c);
 }

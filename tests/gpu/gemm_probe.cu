@@ -36,24 +36,20 @@ float bf16_to_float(uint16_t h) {
   return f;
 }
 
+// Times one call (L2 flushed first) in milliseconds.
 template <typename F>
-double median_ms(F&& f, void* flush, size_t flush_bytes, int reps) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    CHECK_CUDA(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-    CHECK_CUDA(cudaEventRecord(e0));
-    f();
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+float time_ms(F&& f, void* flush, size_t flush_bytes, cudaEvent_t e0, cudaEvent_t e1) {
+  CHECK_CUDA(cudaMemsetAsync(flush, 0x5a, flush_bytes));
+  CHECK_CUDA(cudaEventRecord(e0));
+  f();
+  CHECK_CUDA(cudaEventRecord(e1));
+  CHECK_CUDA(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  return ms;
+}
+
+double median(std::vector<float> t) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
@@ -116,16 +112,27 @@ int main(int argc, char** argv) {
         maxref = std::max(maxref, (double)std::fabs(bf16_to_float(r[i])));
       }
     }
-    const int reps = s.M * s.N * s.K > (int64_t{1} << 36) ? 15 : 40;
-    const double ms_stock = median_ms(stock, flush, flush_bytes, reps);
-    const double ms_ours = sup.ok ? median_ms(ours, flush, flush_bytes, reps) : NAN;
-    double tf_var[3] = {NAN, NAN, NAN};
-    for (int v = 0; v < 3 && sup.ok; ++v) {
-      flyops::GemmParams pv = p;
-      pv.cluster = variants[v][0];
-      pv.epilogue = variants[v][1];
-      tf_var[v] = 2.0 * s.M * s.N * s.K / median_ms([&] { flyops::gemm_run(pv); }, flush, flush_bytes, reps) * 1e-9;
+    // Candidates timed in interleaved rounds (stock, the default, then the variants), so
+    // clock and power drift over the run falls on all of them alike.
+    const int rounds = 5, per_round = s.M * s.N * s.K > (int64_t{1} << 36) ? 3 : 8;
+    std::vector<flyops::GemmParams> cand(4, p);
+    for (int v = 0; v < 3; ++v) cand[1 + v].cluster = variants[v][0], cand[1 + v].epilogue = variants[v][1];
+    std::vector<std::vector<float>> samples(5);
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    for (int r = 0; r < rounds; ++r) {
+      for (int i = 0; i < per_round; ++i) samples[0].push_back(time_ms(stock, flush, flush_bytes, e0, e1));
+      for (int c = 0; c < 4 && sup.ok; ++c)
+        for (int i = 0; i < per_round; ++i)
+          samples[1 + c].push_back(time_ms([&] { flyops::gemm_run(cand[c]); }, flush, flush_bytes, e0, e1));
     }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    const double ms_stock = median(samples[0]);
+    const double ms_ours = sup.ok ? median(samples[1]) : NAN;
+    double tf_var[3] = {NAN, NAN, NAN};
+    for (int v = 0; v < 3 && sup.ok; ++v) tf_var[v] = 2.0 * s.M * s.N * s.K / median(samples[2 + v]) * 1e-9;
     const double flop = 2.0 * s.M * s.N * s.K;
     const double wbytes = 2.0 * s.N * s.K;
     // bf16 rounding of outputs of size ~sqrt(K): a few ulps of the largest output.

@@ -8,6 +8,8 @@ def _hopper():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an sm_90 GPU (H100/H200); skipped elsewhere")
+    config.addinivalue_line("markers", "large: big shapes (a second or more each); run by default, "
+                                       "-m 'not large' leaves them out")
 
 
 def pytest_collection_modifyitems(config, items):

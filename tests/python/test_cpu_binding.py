@@ -309,3 +309,122 @@ def test_bench_without_gpu_says_so():
                        text=True, timeout=300)
     assert r.returncode == 0
     assert "no CUDA GPU" in r.stdout
+
+
+# ---- GEMM (the binding: binding/gemm.cc) -----------------------------------------------------
+
+GEMM_OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
+GEMM_KERNEL = re.compile(r"flyops_gemm<(bf16|fp16),A:(k|m)-major,B:(k|n)-major>")
+
+
+@pytest.fixture
+def gemm_forced():
+    """The kernel's own limits (mode 1: past the router's speed table), reset afterwards."""
+    torch.ops.flyops._gemm_force(1)
+    yield
+    torch.ops.flyops._gemm_force(0)
+
+
+@pytest.mark.parametrize("op", GEMM_OPS)
+def test_gemm_overrides_registered_on_cuda_key(op):
+    test_overrides_registered_on_cuda_key(op)
+
+
+def test_gemm_controls():
+    assert "gemm" in flyops.ops()
+    assert set(flyops.stats()["gemm"]) == {"flyops", "stock", "stock_reasons"}
+    with flyops.disabled("gemm"):
+        assert not flyops.active("gemm") and flyops.active("topk")
+    try:
+        flyops.disable_op("gemm")
+        assert not flyops.op_enabled("gemm") and not flyops.active("gemm")
+    finally:
+        flyops.enable_op("gemm")
+    assert flyops.active("gemm")
+
+
+def _gemm_operands(M, N, K, layout, dtype=torch.bfloat16):
+    """a: "n" row-major [M, K], "t" the .t() of a row-major [K, M]; b: "n" row-major [K, N],
+    "t" the .t() of a row-major [N, K] (F.linear's weight)."""
+    a = torch.empty(K, M, dtype=dtype).t() if layout[0] == "t" else torch.empty(M, K, dtype=dtype)
+    b = torch.empty(N, K, dtype=dtype).t() if layout[1] == "t" else torch.empty(K, N, dtype=dtype)
+    return a, b
+
+
+@pytest.mark.usefixtures("gemm_forced")
+def test_gemm_routing_decisions():
+    r = torch.ops.flyops._route_gemm
+    majors = {"nn": "A:k-major,B:n-major", "nt": "A:k-major,B:k-major",
+              "tn": "A:m-major,B:n-major", "tt": "A:m-major,B:k-major"}
+    for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        for layout, m in majors.items():
+            assert r(*_gemm_operands(128, 256, 64, layout, dtype)) == f"flyops_gemm<{tag},{m}>"
+    # odd M and N: TMA zero-fills the edges, as long as the strides are 16-byte multiples
+    assert r(*_gemm_operands(113, 203, 64, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+    assert r(*_gemm_operands(17, 4104, 40, "nn")) == "flyops_gemm<bf16,A:k-major,B:n-major>"
+    assert r(torch.empty(3, 64, 128, dtype=torch.bfloat16), torch.empty(3, 128, 256, dtype=torch.bfloat16)) == \
+        "flyops_gemm<bf16,A:k-major,B:n-major>"
+    bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16)  # noqa: E731
+    stock = {
+        "K = 33 row-major": r(bf(64, 33), bf(33, 64)),
+        "ld 113 (M-major A)": r(*_gemm_operands(113, 208, 64, "tn")),
+        "ld 203 (N-major B)": r(*_gemm_operands(128, 203, 64, "nn")),
+        "offset by one element": r(bf(64 * 64 + 1)[1:].view(64, 64), bf(64, 64)),
+        "x[:, 1:]": r(bf(64, 72)[:, 1:], bf(71, 64)),
+        "no unit-stride dim": r(bf(64, 128)[:, ::2], bf(64, 64)),
+        "fp32": r(torch.empty(64, 64), torch.empty(64, 64)),
+        "fp64": r(torch.empty(64, 64, dtype=torch.float64), torch.empty(64, 64, dtype=torch.float64)),
+        "int32": r(torch.empty(64, 64, dtype=torch.int32), torch.empty(64, 64, dtype=torch.int32)),
+        "mixed dtypes": r(bf(64, 64), torch.empty(64, 64, dtype=torch.float16)),
+        "broadcast batch": r(bf(1, 64, 64).expand(3, 64, 64), bf(3, 64, 64)),
+        "empty M": r(bf(0, 64), bf(64, 64)),
+        "empty K": r(bf(64, 0), bf(0, 64)),
+        "empty N": r(bf(64, 64), bf(64, 0)),
+        "compute capability 8.0": r(bf(128, 64), bf(64, 256), 8, 0),
+        "compute capability 10.0": r(bf(128, 64), bf(64, 256), 10, 0),
+    }
+    for what, text in stock.items():
+        assert text.startswith("stock (") and text.endswith(")") and len(text) > len("stock ()"), (what, text)
+    assert stock["compute capability 8.0"] == "stock (flyops kernels need compute capability 9.0 (H100/H200))"
+
+
+def test_gemm_router_and_force_modes():
+    a, b = _gemm_operands(4096, 4096, 4096, "nt")
+    try:
+        torch.ops.flyops._gemm_force(2)
+        assert torch.ops.flyops._route_gemm(a, b).startswith("stock (")
+        torch.ops.flyops._gemm_force(1)
+        assert torch.ops.flyops._route_gemm(a, b) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+        torch.ops.flyops._gemm_force(0)  # the router's table: either answer, well formed
+        text = torch.ops.flyops._route_gemm(a, b)
+        assert GEMM_KERNEL.fullmatch(text) or (text.startswith("stock (") and text.endswith(")")), text
+    finally:
+        torch.ops.flyops._gemm_force(0)
+
+
+def test_gemm_log_lines():
+    r = run_py("""
+        import torch, flyops
+        torch.ops.flyops._gemm_force(1)
+        a = torch.empty(8, 64, dtype=torch.bfloat16)
+        w = torch.empty(32, 64, dtype=torch.bfloat16)
+        torch.ops.flyops._route_gemm(a, w.t())
+        torch.ops.flyops._route_gemm(a.float(), w.float().t())
+    """, env={"FLYOPS_LOG": "1"})
+    lines = [l for l in r.stderr.splitlines() if l.startswith("flyops:")]
+    assert len(lines) == 2, r.stderr
+    assert lines[0].startswith("flyops: gemm ") and \
+        lines[0].endswith(" -> flyops_gemm<bf16,A:k-major,B:k-major>"), lines[0]
+    assert re.fullmatch(r"flyops: gemm .*fp32\[8, 64\].* -> stock \(.+\)", lines[1]), lines[1]
+
+
+def test_gemm_bench_without_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    import importlib.util
+    if importlib.util.find_spec("flyops.bench.gemm") is None:
+        pytest.skip("the installed flyops predates the GEMM benchmark (scripts/test reinstalls it)")
+    r = subprocess.run([sys.executable, "-m", "flyops.bench", "--op", "gemm"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "no CUDA GPU" in r.stdout

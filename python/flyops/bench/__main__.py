@@ -1,4 +1,4 @@
-"""python -m flyops.bench --op rms_norm|topk|all [--out DIR] [--quick] [--tune] [--no-plot]
+"""python -m flyops.bench --op rms_norm|topk|gemm|all [--out DIR] [--quick] [--tune] [--no-plot]
 
 Measures flyops against stock PyTorch in one process on this GPU and writes
 <out>/<op>.json (default bench/results/<gpu>/) with a PNG plot, then prints a table.
@@ -14,7 +14,7 @@ import torch
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m flyops.bench")
-    ap.add_argument("--op", default="rms_norm", choices=["rms_norm", "topk", "all"])
+    ap.add_argument("--op", default="rms_norm", choices=["rms_norm", "topk", "gemm", "all"])
     ap.add_argument("--out", default=None, help="results folder (default bench/results/<gpu>)")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--tune", action="store_true", help="sweep kernel shapes instead")
@@ -27,7 +27,7 @@ def main(argv=None):
         return 0
     import flyops
 
-    from . import common, rms_norm, topk
+    from . import common, gemm, rms_norm, topk
 
     cc = torch.cuda.get_device_capability()
     if cc != (9, 0):
@@ -38,7 +38,7 @@ def main(argv=None):
     timer = common.Timer(reps=20 if args.quick else 50, warmup=5 if args.quick else 10)
     out_dir = common.results_dir(args.out)
     if args.tune:
-        mod = {"rms_norm": rms_norm, "topk": topk}["topk" if args.op == "topk" else "rms_norm"]
+        mod = {"topk": topk, "gemm": gemm}.get(args.op, rms_norm)
         rows = mod.tune(timer)
         stem = f"{mod.__name__.rsplit('.', 1)[1]}_tune"
         path = common.write({"op": stem[:-5], "device": torch.cuda.get_device_name(),
@@ -46,8 +46,8 @@ def main(argv=None):
                              "method": timer.method(), "rows": rows}, out_dir, stem)
         print(f"wrote {path}")
         return 0
-    ops = ["rms_norm", "topk"] if args.op == "all" else [args.op]
-    modules = {"rms_norm": rms_norm, "topk": topk}
+    ops = ["rms_norm", "topk", "gemm"] if args.op == "all" else [args.op]
+    modules = {"rms_norm": rms_norm, "topk": topk, "gemm": gemm}
     for op in ops:
         mod = modules[op]
         flyops.reset_stats()
