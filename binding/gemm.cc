@@ -174,18 +174,26 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     return at::Tensor();
   }
   GemmDecision dn = decide_gemm(call, routing_device(a));
-  const bool ours = dn.plan.flyops;
-  report(Op::kGemm, ours, dn.plan.reason, [&] { return describe_gemm(call); },
+  bool ours = dn.plan.flyops;
+  const char* reason = dn.plan.reason;
+  at::Tensor out;
+  if (ours) {
+    RECORD_FUNCTION("flyops::gemm", std::vector<c10::IValue>());
+    c10::cuda::CUDAGuard device_guard(a.device());
+    out = call.out != nullptr ? *call.out : make_fresh();
+    dn.params.c = out.data_ptr();
+    dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
+    const Status s = gemm_run(dn.params);
+    if (s == Status::kUnsupported) {  // a tensor map the driver refused: stock, and say why
+      ours = false;
+      reason = gemm_last_error();
+      out = at::Tensor();
+    } else {
+      TORCH_CHECK(s == Status::kSuccess, "flyops gemm failed: ", status_string(s));
+    }
+  }
+  report(Op::kGemm, ours, reason, [&] { return describe_gemm(call); },
          [&] { return std::string(gemm_kernel_name(dn.params)); });
-  if (!ours) return at::Tensor();
-
-  RECORD_FUNCTION("flyops::gemm", std::vector<c10::IValue>());
-  c10::cuda::CUDAGuard device_guard(a.device());
-  at::Tensor out = call.out != nullptr ? *call.out : make_fresh();
-  dn.params.c = out.data_ptr();
-  dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
-  const Status s = gemm_run(dn.params);
-  TORCH_CHECK(s == Status::kSuccess, "flyops gemm failed: ", status_string(s));
   return out;
 }
 

@@ -60,8 +60,11 @@ int gemm_forced();
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 
-// Launch on p.stream (builds the two tensor maps on the host). No allocation.
+// Launch on p.stream (builds the tensor maps on the host). No allocation. kUnsupported when
+// the driver refuses a tensor map that gemm_supports let through; gemm_last_error() (this
+// thread) then says which and why, and the caller falls back.
 Status gemm_run(const GemmParams& p);
+const char* gemm_last_error();
 
 // The kernel's name for logs ("flyops_gemm<bf16,tn>" style).
 const char* gemm_kernel_name(const GemmParams& p);

@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "common/per_device.h"
 #include "flyops/gemm.h"
 #include "flyops/tile/launch.h"
@@ -12,6 +14,8 @@
 
 namespace flyops {
 namespace {
+
+thread_local char g_last_error[192] = "";
 
 // The tensor map of one operand: {K, rows, batch} when K-major, {rows, K, batch} when not;
 // boxes as traits.h's Operand loads them.
@@ -145,9 +149,20 @@ Status gemm_run(const GemmParams& p) {
   const int cluster = cluster_for(p);
   CUtensorMap ma, mb;
   // B's box: each CTA of a cluster loads 1/cluster of the rows (K-major boxes span them all).
-  if (!tile::tma_encode(&ma, operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM), type) ||
-      !tile::tma_encode(&mb, operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN / cluster), type))
+  const tile::TmaShape sa = operand_shape(p.a, p.M, p.K, p.batch, gemm::kBM);
+  const tile::TmaShape sb = operand_shape(p.b, p.N, p.K, p.batch, gemm::kBN / cluster);
+  CUresult r = CUDA_SUCCESS;
+  const bool a_ok = tile::tma_encode(&ma, sa, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r);
+  if (!a_ok || !tile::tma_encode(&mb, sb, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r)) {
+    const tile::TmaShape& bad = a_ok ? sb : sa;
+    std::snprintf(g_last_error, sizeof(g_last_error),
+                  "the driver refused the TMA descriptor of %s (CUresult %d; dims %llu x %llu x %llu, strides %llu, "
+                  "%llu bytes)",
+                  a_ok ? "B" : "A", static_cast<int>(r), (unsigned long long)bad.dims[0],
+                  (unsigned long long)bad.dims[1], (unsigned long long)bad.dims[2],
+                  (unsigned long long)bad.strides_bytes[0], (unsigned long long)bad.strides_bytes[1]);
     return Status::kUnsupported;
+  }
   // C through TMA stores where TMA can describe it (and the tuning hook allows), else from
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
@@ -155,6 +170,8 @@ Status gemm_run(const GemmParams& p) {
   return p.dtype == DType::kBFloat16 ? launch_cluster_size<tile::bf16>(p, cluster, ma, mb, mc, tma_c)
                                      : launch_cluster_size<tile::fp16>(p, cluster, ma, mb, mc, tma_c);
 }
+
+const char* gemm_last_error() { return g_last_error; }
 
 const char* gemm_kernel_name(const GemmParams& p) {
   static const char* const names[8] = {

@@ -334,6 +334,7 @@ void test_gemm(const GemmCase& g) {
     return;
   }
   const bool launched = flyops::gemm_run(p) == flyops::Status::kSuccess;
+  if (!launched) std::printf("  launch failed: %s\n", flyops::gemm_last_error());
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<uint16_t> got(sc * B);
   CHECK_CUDA(cudaMemcpy(got.data(), dc, got.size() * 2, cudaMemcpyDeviceToHost));
@@ -401,6 +402,9 @@ int main() {
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
+  // nn.Linear(512, 1000)'s backward on 148 rows: dX = dY W, dW = dY^T X.
+  test_gemm({148, 512, 1000, true, false});
+  test_gemm({1000, 512, 148, false, false});
   test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});
   test_gemm({130, 300, 64, false, false, false, 1, 0, 0.5f, 2.f, 3});

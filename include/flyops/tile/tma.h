@@ -77,13 +77,19 @@ inline void* tma_encode_fn() {
 
 // Builds `map` for loads and stores of `s.box` boxes (out-of-bounds elements read as zero
 // and are not written). False when tma_check refuses or the driver does.
+// `result`, when given, receives the driver's answer (CUDA_ERROR_INVALID_VALUE when
+// tma_check refused before asking it).
 inline bool tma_encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType type,
-                       CUtensorMapL2promotion l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                       CUtensorMapL2promotion l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CUresult* result = nullptr) {
+  CUresult ignored;
+  CUresult& r = result != nullptr ? *result : ignored;
+  r = CUDA_ERROR_INVALID_VALUE;
   if (tma_check(s) != nullptr) return false;
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   auto encode = reinterpret_cast<Encode>(tma_encode_fn());
+  r = CUDA_ERROR_NOT_FOUND;
   if (encode == nullptr) return false;
   cuuint64_t dims[kTmaMaxRank], strides[kTmaMaxRank - 1];
   cuuint32_t box[kTmaMaxRank], estride[kTmaMaxRank];
@@ -93,9 +99,9 @@ inline bool tma_encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType 
     estride[d] = 1;
     if (d + 1 < s.rank) strides[d] = s.strides_bytes[d];
   }
-  return encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box,
-                estride, CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  r = encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box, estride,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
 }
 
 #if defined(__CUDACC__)
