@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "flyops/device.h"
@@ -368,6 +369,30 @@ void test_gemm(const GemmCase& g) {
   cudaFree(dd);
 }
 
+// A GEMM launched first thing from a new host thread, which has no current CUDA context
+// until the runtime makes one (PyTorch's autograd workers are such threads): the tensor
+// maps must still encode.
+void test_gemm_fresh_thread() {
+  uint16_t* buf;
+  CHECK_CUDA(cudaMalloc(&buf, 3 * 64 * 64 * 2));
+  CHECK_CUDA(cudaMemset(buf, 0, 3 * 64 * 64 * 2));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  flyops::Status st = flyops::Status::kCudaError;
+  std::thread t([&] {
+    flyops::GemmParams p;
+    p.M = p.N = p.K = 64;
+    p.a = {buf, 64};
+    p.b = {buf + 64 * 64, 64};
+    p.c = buf + 2 * 64 * 64, p.ldc = 64;
+    st = flyops::gemm_run(p);
+    if (st != flyops::Status::kSuccess) std::printf("  %s\n", flyops::gemm_last_error());
+    cudaDeviceSynchronize();
+  });
+  t.join();
+  report("gemm from a fresh host thread", st == flyops::Status::kSuccess);
+  cudaFree(buf);
+}
+
 }  // namespace
 
 int main() {
@@ -376,6 +401,7 @@ int main() {
     std::printf("tile selftest: needs an sm_90 GPU\n");
     return 1;
   }
+  test_gemm_fresh_thread();  // first, before this program's other threads matter
   test_tma_load(false);
   test_tma_load(true);
   test_tma_store();

@@ -99,8 +99,19 @@ inline bool tma_encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType 
     estride[d] = 1;
     if (d + 1 < s.rank) strides[d] = s.strides_bytes[d];
   }
-  r = encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box, estride,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  auto call = [&] {
+    return encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box,
+                  estride, CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  };
+  r = call();
+  // The driver wants a current context, which a thread that has only launched through the
+  // runtime may not have yet (PyTorch's autograd workers: measured on the H200). Setting the
+  // runtime's current device makes its primary context current (CUDA 12+); no stream work,
+  // so this is safe during graph capture too.
+  int dev = 0;
+  if (r == CUDA_ERROR_INVALID_CONTEXT && cudaGetDevice(&dev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
+    r = call();
   return r == CUDA_SUCCESS;
 }
 
