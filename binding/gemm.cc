@@ -173,7 +173,8 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
            [] { return std::string(); });
     return at::Tensor();
   }
-  GemmDecision dn = decide_gemm(call, routing_device(a));
+  const DeviceInfo& dev = routing_device(a);
+  GemmDecision dn = decide_gemm(call, dev);
   bool ours = dn.plan.flyops;
   const char* reason = dn.plan.reason;
   at::Tensor out;
@@ -182,6 +183,12 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     c10::cuda::CUDAGuard device_guard(a.device());
     out = call.out != nullptr ? *call.out : make_fresh();
     dn.params.c = out.data_ptr();
+    at::Tensor ws;  // the split-K path's partials, from the caching allocator
+    if (const size_t bytes = gemm_workspace_bytes(dn.params, dev); bytes > 0) {
+      ws = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
+      dn.params.workspace = ws.data_ptr();
+      dn.params.workspace_bytes = bytes;
+    }
     dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
     const Status s = gemm_run(dn.params);
     if (s == Status::kUnsupported) {  // a tensor map the driver refused: stock, and say why
@@ -193,7 +200,7 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     }
   }
   report(Op::kGemm, ours, reason, [&] { return describe_gemm(call); },
-         [&] { return std::string(gemm_kernel_name(dn.params)); });
+         [&] { return std::string(gemm_kernel_name(dn.params, dev)); });
   return out;
 }
 

@@ -86,7 +86,7 @@ std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_majo
   const bool batched = a.dim() == 3;
   const GemmCall call{batched ? "bmm" : "mm", &a, &b, nullptr, 0.0, 1.0, nullptr, batched};
   const GemmDecision d = decide_gemm(call, dev);
-  const std::string text = decision_text(d.plan.flyops, gemm_kernel_name(d.params), d.plan.reason);
+  const std::string text = decision_text(d.plan.flyops, gemm_kernel_name(d.params, dev), d.plan.reason);
   if (log_level() > 0) log_line("gemm " + describe_gemm(call) + " -> " + text);
   return text;
 }

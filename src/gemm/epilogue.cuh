@@ -17,9 +17,10 @@
 
 namespace flyops::gemm {
 
-template <typename T>
+// T: the inputs' (and the addend's) type; TOut: C's, T or fp32 (split-K partials).
+template <typename T, typename TOut = T>
 struct EpilogueArgs {
-  T* c;
+  TOut* c;
   int64_t ldc;
   float alpha, beta;
   const T* d;  // null when beta == 0
@@ -27,9 +28,9 @@ struct EpilogueArgs {
 };
 
 // alpha * acc + beta * d for the fragment's column pair at (r, col), col + 1.
-template <typename T>
-FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const EpilogueArgs<T>& e, int64_t r, int64_t col,
-                                 int64_t M, int64_t N) {
+template <typename T, typename TOut>
+FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const EpilogueArgs<T, TOut>& e, int64_t r,
+                                 int64_t col, int64_t M, int64_t N) {
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
     v[x] = e.alpha * acc2[x];
@@ -40,11 +41,11 @@ FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const Epilogu
 // wgmma m64nN fragment: warp w of the warpgroup holds rows 16w..16w+15; lane l holds row
 // 16w + l/4 (and + 8) at columns 8j + 2(l%4) (and + 1), j = 0 .. N/8 - 1. The two
 // neighbouring columns go out as one 4-byte store when C's rows are 4-byte aligned.
-template <typename T>
-FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>& e, int64_t M, int64_t N,
+template <int kBN, typename T, typename TOut>
+FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T, TOut>& e, int64_t M, int64_t N,
                               int64_t row0, int64_t col0) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
-  const bool pairs = e.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(e.c) % 4 == 0;
+  const bool pairs = e.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(e.c) % (2 * sizeof(TOut)) == 0;
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
@@ -53,15 +54,15 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>
       if (r >= M || col >= N) continue;
       float v[2];
       epilogue_pair(v, &acc[4 * j + 2 * h], e, r, col, M, N);
-      T* dst = e.c + r * e.ldc + col;
+      TOut* dst = e.c + r * e.ldc + col;
       if (pairs && col + 1 < N) {
-        struct alignas(4) Pair {
-          T lo, hi;
+        struct alignas(2 * sizeof(TOut)) Pair {
+          TOut lo, hi;
         };
-        *reinterpret_cast<Pair*>(dst) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
+        *reinterpret_cast<Pair*>(dst) = Pair{tile::from_float<TOut>(v[0]), tile::from_float<TOut>(v[1])};
       } else {
-        dst[0] = tile::from_float<T>(v[0]);
-        if (col + 1 < N) dst[1] = tile::from_float<T>(v[1]);
+        dst[0] = tile::from_float<TOut>(v[0]);
+        if (col + 1 < N) dst[1] = tile::from_float<TOut>(v[1]);
       }
     }
 }
@@ -71,7 +72,7 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>
 // the staging again it waits for the previous stores to have read it. `bar` is the
 // warpgroup's named barrier.
 template <typename T>
-FLYOPS_DEVICE void store_tile_tma(const float (&acc)[kBN / 2], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
+FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
                                   unsigned char* staging, int bar, int64_t M, int64_t N, int row0, int col0, int z) {
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   const bool leader = t == 0;

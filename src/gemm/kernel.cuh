@@ -1,7 +1,7 @@
-// The GEMM kernel: persistent CTAs (about one per SM) walking 128 x 256 output tiles in the
+// The GEMM kernel: persistent CTAs (about one per SM) walking kBM x kBN output tiles in the
 // scheduler's order; a TMA producer warpgroup and two wgmma consumer warpgroups around a
-// 4-stage ring that runs on across tiles. kCluster = 2: pairs of CTAs on vertically
-// neighbouring tiles, each loading half of their common B block for both (multicast).
+// ring that runs on across tiles. kCluster = 2: pairs of CTAs on vertically neighbouring
+// tiles, each loading half of their common B block for both (multicast).
 #pragma once
 
 #include <cuda.h>
@@ -12,32 +12,32 @@
 
 namespace flyops::gemm {
 
-template <typename T>
+template <typename T, typename TOut>
 struct KernelArgs {
   int64_t M, N, K;
   int64_t batch_stride_c, batch_stride_d;
   Scheduler sched;
-  EpilogueArgs<T> epi;
+  EpilogueArgs<T, TOut> epi;
   bool tma_store;  // C through map_c (else straight from registers)
 };
 
 }  // namespace flyops::gemm
 
 // Global namespace: profiler and ncu names start with flyops_.
-template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
+template <typename Cfg, typename T, typename TOut, bool kAKMajor, bool kBKMajor, int kCluster>
 __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     flyops_gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T> args) {
+                const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T, TOut> args) {
   using namespace flyops;
   using namespace flyops::gemm;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ tile::Ring<kStages> ring;
+  __shared__ tile::Ring<Cfg::kStages> ring;
   // The stages start on a 1024-byte boundary (the 128-byte swizzle's atom).
   const uint32_t raw = tile::smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
-  const Stages s{base};
+  const Stages<Cfg> s{base};
   // Each consumer warpgroup's epilogue staging, after the ring.
-  unsigned char* staging = base + kStages * kStageBytes + (threadIdx.x / 128 - 1) * kStagingBytes;
+  unsigned char* staging = base + Cfg::kStages * Cfg::kStageBytes + (threadIdx.x / 128 - 1) * Cfg::kStagingBytes;
   const int wg = threadIdx.x / 128;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);
   const int rank = kCluster == 1 ? 0 : static_cast<int>(tile::cluster_rank());
@@ -54,24 +54,28 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     __syncthreads();
   if (wg == 0) {
     tile::regs_decrease<kProducerRegs>();
-    if (threadIdx.x == 0) produce<kAKMajor, kBKMajor, kCluster>(&map_a, &map_b, s, ring, args.sched, k_blocks, rank);
+    if (threadIdx.x == 0)
+      produce<Cfg, kAKMajor, kBKMajor, kCluster>(&map_a, &map_b, s, ring, args.sched, k_blocks, rank);
   } else {
     tile::regs_increase<kConsumerRegs>();
-    tile::RingState<kStages> st;
+    tile::RingState<Cfg::kStages> st;
     for (int64_t t = blockIdx.x / kCluster; t < args.sched.total; t += gridDim.x / kCluster) {
       const TileCoord tc = args.sched.at(t, rank);
-      float acc[kBN / 2];
+      float acc[Cfg::kBN / 2];
 #pragma unroll
       for (float& v : acc) v = 0.f;  // the first wgmma overwrites; keeps the registers defined
-      consume<T, kAKMajor, kBKMajor, kCluster>(acc, s, ring, st, k_blocks, wg - 1);
-      EpilogueArgs<T> e = args.epi;
+      consume<Cfg, T, kAKMajor, kBKMajor, kCluster>(acc, s, ring, st, k_blocks, wg - 1);
+      EpilogueArgs<T, TOut> e = args.epi;
       e.c += tc.z * args.batch_stride_c;
       if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
-      const int row0 = tc.m * kBM + 64 * (wg - 1), col0 = tc.n * kBN;
-      if (args.tma_store)
-        store_tile_tma<T>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
-      else
-        store_tile<T>(acc, e, args.M, args.N, row0, col0);
+      const int row0 = tc.m * Cfg::kBM + 64 * (wg - 1), col0 = tc.n * Cfg::kBN;
+      if constexpr (Cfg::kTmaStore) {
+        if (args.tma_store) {
+          store_tile_tma<T>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
+          continue;
+        }
+      }
+      store_tile<Cfg::kBN>(acc, e, args.M, args.N, row0, col0);
     }
     if (args.tma_store && threadIdx.x % 128 == 0) tile::tma_store_drain();
   }

@@ -1,5 +1,5 @@
 // The producer (TMA loads of A and B blocks into the ring) and the consumers' mainloop
-// (wgmma over each block, then the slot goes back to the producer).
+// (wgmma over each block, then the slot goes back to the producer), for a tile Config.
 #pragma once
 
 #include <cuda.h>
@@ -15,12 +15,13 @@ namespace flyops::gemm {
 
 // The ring's slots: stage i holds A's block, then B's, at base + i * kStageBytes (computed,
 // so a runtime stage index needs no local-memory array).
+template <typename Cfg>
 struct Stages {
   unsigned char* base;
-  FLYOPS_DEVICE unsigned char* a(int i) const { return base + i * kStageBytes; }
+  FLYOPS_DEVICE unsigned char* a(int i) const { return base + i * Cfg::kStageBytes; }
   template <bool kAKMajor>
   FLYOPS_DEVICE unsigned char* b(int i) const {
-    return base + i * kStageBytes + Operand<kBM, kAKMajor>::kBytes;
+    return base + i * Cfg::kStageBytes + Operand<Cfg::kBM, kAKMajor>::kBytes;
   }
 };
 
@@ -55,18 +56,19 @@ FLYOPS_DEVICE void load_operand(unsigned char* dst, const CUtensorMap* map, uint
 // One thread of the producer warpgroup: every k block of every tile this CTA owns, running
 // ahead across tile boundaries as far as the ring lets it. A comes from this CTA's tile
 // row; B, shared by the cluster's CTAs, is loaded in kCluster parts, one per CTA.
-template <bool kAKMajor, bool kBKMajor, int kCluster>
-FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages& s,
-                           tile::Ring<kStages>& ring, const Scheduler& sched, int k_blocks, int rank) {
-  using L = StageLayout<kAKMajor, kBKMajor>;
-  tile::RingState<kStages> st;
+template <typename Cfg, bool kAKMajor, bool kBKMajor, int kCluster>
+FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages<Cfg>& s,
+                           tile::Ring<Cfg::kStages>& ring, const Scheduler& sched, int k_blocks, int rank) {
+  using L = typename Cfg::template Stage<kAKMajor, kBKMajor>;
+  tile::RingState<Cfg::kStages> st;
   for (int64_t t = blockIdx.x / kCluster; t < sched.total; t += gridDim.x / kCluster) {
     const TileCoord tc = sched.at(t, rank);
     for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
-      ring.producer_acquire(st, kStageBytes);
-      load_operand<typename L::A, kAKMajor, 1>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * kBM, tc.z, 0);
-      load_operand<typename L::B, kBKMajor, kCluster>(s.b<kAKMajor>(st.stage), map_b, ring.full_barrier(st), kb,
-                                                      tc.n * kBN, tc.z, rank);
+      ring.producer_acquire(st, Cfg::kStageBytes);
+      load_operand<typename L::A, kAKMajor, 1>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * Cfg::kBM,
+                                               tc.z, 0);
+      load_operand<typename L::B, kBKMajor, kCluster>(s.template b<kAKMajor>(st.stage), map_b, ring.full_barrier(st),
+                                                      kb, tc.n * Cfg::kBN, tc.z, rank);
     }
   }
 }
@@ -81,12 +83,12 @@ FLYOPS_DEVICE uint64_t operand_desc(const unsigned char* block, int row0, int kk
 }
 
 // A consumer warpgroup's mainloop for one tile: rows [64 * wg, 64 * wg + 64) of it into acc
-// (fragment layout of m64n256). One wgmma group stays in flight: block kb's wgmmas are
+// (fragment layout of m64nkBN). One wgmma group stays in flight: block kb's wgmmas are
 // issued before block kb - 1's slot is released. Each warp releases once it has waited
 // for its own part, on the slot of every CTA in the cluster (their producers write parts
 // of B into this CTA's slot), so an empty barrier expects 4 arrivals per consumer
 // warpgroup per CTA.
-template <int kCluster>
+template <int kCluster, int kStages>
 FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kStages>& st) {
   if constexpr (kCluster == 1) {
     if (threadIdx.x % 32 == 0) ring.consumer_release(st);
@@ -97,19 +99,19 @@ FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kSta
   }
 }
 
-template <typename T, bool kAKMajor, bool kBKMajor, int kCluster>
-FLYOPS_DEVICE void consume(float (&acc)[kBN / 2], const Stages& s, tile::Ring<kStages>& ring,
-                           tile::RingState<kStages>& st, int k_blocks, int wg) {
-  using L = StageLayout<kAKMajor, kBKMajor>;
-  tile::RingState<kStages> prev = st;
+template <typename Cfg, typename T, bool kAKMajor, bool kBKMajor, int kCluster>
+FLYOPS_DEVICE void consume(float (&acc)[Cfg::kBN / 2], const Stages<Cfg>& s, tile::Ring<Cfg::kStages>& ring,
+                           tile::RingState<Cfg::kStages>& st, int k_blocks, int wg) {
+  using L = typename Cfg::template Stage<kAKMajor, kBKMajor>;
+  tile::RingState<Cfg::kStages> prev = st;
   for (int kb = 0; kb < k_blocks; ++kb) {
     ring.consumer_wait(st);
     tile::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       const uint64_t da = operand_desc<typename L::A, kAKMajor>(s.a(st.stage), 64 * wg, kk);
-      const uint64_t db = operand_desc<typename L::B, kBKMajor>(s.b<kAKMajor>(st.stage), 0, kk);
-      tile::wgmma_m64k16<T, kBN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, kb > 0 || kk > 0);
+      const uint64_t db = operand_desc<typename L::B, kBKMajor>(s.template b<kAKMajor>(st.stage), 0, kk);
+      tile::wgmma_m64k16<T, Cfg::kBN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, kb > 0 || kk > 0);
     }
     tile::wgmma_commit();
     tile::wgmma_wait<1>();

@@ -1,6 +1,6 @@
-// The GEMM's compile-time shape: a 128 x 256 output tile per CTA, K in blocks of 64 (one
-// 128-byte swizzle span of 16-bit elements), a ring of 4 stages; one producer warpgroup
-// (TMA) and two consumer warpgroups, each computing 64 x 256 with wgmma m64n256k16.
+// The GEMM's compile-time shapes: output tiles of kBM x kBN per CTA, K in blocks of 64 (one
+// 128-byte swizzle span of 16-bit elements), a ring of stages; one producer warpgroup
+// (TMA) and two consumer warpgroups, each computing 64 x kBN with wgmma m64nkBNk16.
 //
 // Operand layouts come from the strides: an operand is K-major (its rows run along K) or
 // MN-major (its rows run along M or N; wgmma reads it transposed). One stage holds A's and
@@ -13,10 +13,7 @@
 
 namespace flyops::gemm {
 
-inline constexpr int kBM = 128;
-inline constexpr int kBN = 256;
 inline constexpr int kBK = 64;
-inline constexpr int kStages = 4;
 inline constexpr int kConsumers = 2;               // warpgroups
 inline constexpr int kThreads = 128 * (1 + kConsumers);
 inline constexpr int kProducerRegs = 40;
@@ -43,23 +40,36 @@ struct Operand {
   }
 };
 
-template <bool kAKMajor, bool kBKMajor>
-struct StageLayout {
-  using A = Operand<kBM, kAKMajor>;
-  using B = Operand<kBN, kBKMajor>;
-  static constexpr uint32_t kBytes = A::kBytes + B::kBytes;
-};
-
-// Both layouts hold the same bytes: 16 KB of A and 32 KB of B per stage.
-inline constexpr uint32_t kStageBytes = StageLayout<true, true>::kBytes;
-static_assert(StageLayout<false, false>::kBytes == kStageBytes, "stage size independent of layout");
-// The epilogue's staging: per consumer warpgroup one 64 x 128 half of its 64 x 256 rows,
+// The epilogue's TMA-store staging: per consumer warpgroup one 64 x 128 half of its rows,
 // as two 64 x 64 boxes in the TMA store's 128-byte swizzle (8 KB each).
 inline constexpr int kStoreCols = 64;
 inline constexpr uint32_t kStoreBoxBytes = 64 * kStoreCols * 2;
-inline constexpr uint32_t kStagingBytes = 2 * kStoreBoxBytes;
-// Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
-inline constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
-static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
+
+// A tile configuration: kBM x kBN output tiles (two consumer warpgroups of 64 rows each),
+// K blocks of kBK, a ring of kStages.
+//   Wide:   128 x 256, 4 stages of 48 KB, TMA-store staging: the compute-bound kernel.
+//   Narrow: 128 x 64, 8 stages of 24 KB, no staging: streams a weight matrix past a few
+//           rows (decode, as the transposed problem), writing fp32 split-K partials.
+template <int kBM_, int kBN_, int kStages_, bool kTmaStore_>
+struct Config {
+  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
+  static constexpr bool kTmaStore = kTmaStore_;
+  template <bool kAKMajor, bool kBKMajor>
+  struct Stage {
+    using A = Operand<kBM, kAKMajor>;
+    using B = Operand<kBN, kBKMajor>;
+  };
+  static constexpr uint32_t kStageBytes = Operand<kBM, true>::kBytes + Operand<kBN, true>::kBytes;
+  static_assert(Operand<kBM, false>::kBytes + Operand<kBN, false>::kBytes == kStageBytes,
+                "stage size independent of layout");
+  static constexpr uint32_t kStagingBytes = kTmaStore ? 2 * kStoreBoxBytes : 0;
+  static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes 64 x 256 rows in two halves");
+  // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
+  static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
+};
+
+using Wide = Config<128, 256, 4, true>;
+using Narrow = Config<128, 64, 8, false>;
 
 }  // namespace flyops::gemm

@@ -275,6 +275,7 @@ struct GemmCase {
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
   int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
   bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
+  bool wide = false;     // the wide kernel even where the split-K path applies
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -323,10 +324,18 @@ void test_gemm(const GemmCase& g) {
   p.c = dc, p.ldc = ldc, p.batch_stride_c = sc;
   p.alpha = g.alpha, p.beta = g.beta;
   p.cluster = g.cluster;
+  p.path = g.wide ? 1 : 0;
+  const size_t ws = flyops::gemm_workspace_bytes(p, flyops::device_info(0));
+  void* dws = nullptr;
+  if (ws > 0) {
+    CHECK_CUDA(cudaMalloc(&dws, ws));
+    CHECK_CUDA(cudaMemset(dws, 0xff, ws));  // NaN: every partial must be written
+    p.workspace = dws, p.workspace_bytes = ws;
+  }
   if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
-  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s", flyops::gemm_kernel_name(p),
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
                 (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind,
                 g.cluster, g.odd_ldc ? " reg-epilogue" : "");
   if (!sup.ok) {
@@ -367,6 +376,7 @@ void test_gemm(const GemmCase& g) {
   cudaFree(db);
   cudaFree(dc);
   cudaFree(dd);
+  cudaFree(dws);
 }
 
 // A GEMM launched first thing from a new host thread, which has no current CUDA context
@@ -428,13 +438,23 @@ int main() {
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
+  // The split-K path (M <= 64, K in whole 64-blocks) on every layout, with and without it.
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ak = layout & 2, bk = layout & 1;
+    test_gemm({64, 4096, 1024, ak, bk});
+    test_gemm({64, 4096, 1024, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, true});
+    test_gemm({33, 500, 192, ak, bk, true});
+    test_gemm({8, 1000, 4096, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
+  }
+  test_gemm({16, 300, 128, true, true, false, 1, 0, 2.f, 1.f, 1});
+  test_gemm({16, 300, 128, true, false, true, 1, 0, 0.5f, -2.f, 3});
   // nn.Linear(512, 1000)'s backward on 148 rows: dX = dY W, dW = dY^T X.
   test_gemm({148, 512, 1000, true, false});
   test_gemm({1000, 512, 148, false, false});
   test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});
   test_gemm({130, 300, 64, false, false, false, 1, 0, 0.5f, 2.f, 3});
-  test_gemm({64, 64, 64, true, true, false, 1, 0, 1.f, 0.f, 3});  // beta 0: d never read
+  test_gemm({64, 64, 64, true, true, false, 1, 0, 1.f, 0.f, 3});  // beta 0: d never read (split-K path)
   std::printf("tile selftest: %d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

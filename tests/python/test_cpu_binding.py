@@ -314,7 +314,7 @@ def test_bench_without_gpu_says_so():
 # ---- GEMM (the binding: binding/gemm.cc) -----------------------------------------------------
 
 GEMM_OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
-GEMM_KERNEL = re.compile(r"flyops_gemm<(bf16|fp16),A:(k|m)-major,B:(k|n)-major>")
+GEMM_KERNEL = re.compile(r"flyops_gemm<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,splitk\d+)?>")
 
 
 @pytest.fixture
@@ -414,7 +414,7 @@ def test_gemm_log_lines():
     lines = [l for l in r.stderr.splitlines() if l.startswith("flyops:")]
     assert len(lines) == 2, r.stderr
     assert lines[0].startswith("flyops: gemm ") and \
-        lines[0].endswith(" -> flyops_gemm<bf16,A:k-major,B:k-major>"), lines[0]
+        lines[0].endswith(" -> flyops_gemm<bf16,A:k-major,B:k-major,splitk1>"), lines[0]  # 8 rows: split-K path
     assert re.fullmatch(r"flyops: gemm .*fp32\[8, 64\].* -> stock \(.+\)", lines[1]), lines[1]
 
 
