@@ -75,6 +75,24 @@ inline void* tma_encode_fn() {
   return fn;
 }
 
+// Whether this thread has a current CUDA context (the driver's cuCtxGetCurrent, looked up
+// once; true when it cannot be asked, leaving the answer to the encode call).
+inline bool tma_context_current() {
+  using GetCurrent = CUresult (*)(CUcontext*);
+  static const GetCurrent fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<GetCurrent>(nullptr);
+    }
+    return reinterpret_cast<GetCurrent>(p);
+  }();
+  CUcontext ctx = nullptr;
+  return fn == nullptr || fn(&ctx) != CUDA_SUCCESS || ctx != nullptr;
+}
+
 // Builds `map` for loads and stores of `s.box` boxes (out-of-bounds elements read as zero
 // and are not written). False when tma_check refuses or the driver does.
 // `result`, when given, receives the driver's answer (CUDA_ERROR_INVALID_VALUE when
@@ -99,19 +117,16 @@ inline bool tma_encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType 
     estride[d] = 1;
     if (d + 1 < s.rank) strides[d] = s.strides_bytes[d];
   }
-  auto call = [&] {
-    return encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box,
-                  estride, CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  };
-  r = call();
   // The driver wants a current context, which a thread that has only launched through the
-  // runtime may not have yet (PyTorch's autograd workers: measured on the H200). Setting the
-  // runtime's current device makes its primary context current (CUDA 12+); no stream work,
-  // so this is safe during graph capture too.
-  int dev = 0;
-  if (r == CUDA_ERROR_INVALID_CONTEXT && cudaGetDevice(&dev) == cudaSuccess && cudaSetDevice(dev) == cudaSuccess)
-    r = call();
+  // runtime may not have yet (PyTorch's autograd workers: CUDA_ERROR_INVALID_CONTEXT on the
+  // H200). Setting the runtime's current device makes its primary context current (CUDA
+  // 12+); no stream work, so this is safe during graph capture too.
+  if (!tma_context_current()) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaSetDevice(dev);
+  }
+  r = encode(map, type, static_cast<cuuint32_t>(s.rank), const_cast<void*>(s.base), dims, strides, box, estride,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, tma_swizzle(s.swizzle), l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
 }
 
