@@ -144,3 +144,14 @@ def geomean(xs):
     for x in xs:
         p *= x
     return p ** (1.0 / len(xs))
+
+
+def finish_speedup_axes(ax, sel, labels, title, fontsize=6):
+    """The shared look of one pass's speedup panel: log scale, the 1x line, a tick per case,
+    the geomean in the title."""
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xticks(range(len(sel)))
+    ax.set_xticklabels(labels, rotation=90, fontsize=fontsize)
+    ax.set_title(f"{title}: geomean {geomean([c['speedup'] for c in sel]):.2f}x")
+    ax.legend(fontsize=7, loc="upper left")

@@ -239,13 +239,8 @@ def plot(result, path):
                      label=f"stock {unit}")
             ax2.set_ylim(0, None)
             ax2.legend(fontsize=7, loc="upper right")
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="gray", lw=0.8)
-        ax.set_xticks(range(len(sel)))
-        ax.set_xticklabels([c["name"].split(" ", 2)[2] for c in sel], rotation=90, fontsize=6)
-        ax.set_title(f"gemm {p} on {result['device']} (torch {result['torch']}): "
-                     f"geomean {common.geomean([c['speedup'] for c in sel]):.2f}x")
-        ax.legend(fontsize=7, loc="upper left")
+        common.finish_speedup_axes(ax, sel, [c["name"].split(" ", 2)[2] for c in sel],
+                                   f"gemm {p} on {result['device']} (torch {result['torch']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -161,13 +161,8 @@ def plot(result, path):
                      label="flyops read rate / 4.2 TB/s")
             ax2.set_ylim(0, 1.05)
             ax2.legend(fontsize=7, loc="upper right")
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="gray", lw=0.8)
-        ax.set_xticks(range(len(sel)))
-        ax.set_xticklabels([c["name"].split(" ", 1)[1] for c in sel], rotation=90, fontsize=5)
-        ax.set_title(f"topk {p} on {result['device']} (torch {result['torch']}): "
-                     f"geomean {common.geomean([c['speedup'] for c in sel]):.2f}x")
-        ax.legend(fontsize=7, loc="upper left")
+        common.finish_speedup_axes(ax, sel, [c["name"].split(" ", 1)[1] for c in sel],
+                                   f"topk {p} on {result['device']} (torch {result['torch']})", fontsize=5)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
