@@ -123,14 +123,19 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
   p.ldc = ldc;
   p.batch_stride_c = batch_stride_c;
 
-  // The addend, broadcast to C's shape; beta == 0 never reads it.
+  // The addend, broadcast to C's shape; beta == 0 never reads it, but stock checks it all
+  // the same, so an unusual self is stock's either way.
   p.alpha = static_cast<float>(call.alpha);
   p.beta = call.self != nullptr ? static_cast<float>(call.beta) : 0.f;
-  if (call.self != nullptr && call.beta != 0.0) {
+  if (call.self != nullptr) {
     const at::Tensor& d = *call.self;
     if (d.scalar_type() != a.scalar_type() || d.device() != a.device()) return stock("self dtype or device differs");
-    const std::vector<int64_t> shape = call.batched ? std::vector<int64_t>{batch, M, N} : std::vector<int64_t>{M, N};
-    if (!at::is_expandable_to(d.sizes(), shape)) return stock("self does not broadcast to the output");
+    const int64_t full[3] = {batch, M, N};
+    if (!at::is_expandable_to(d.sizes(), at::IntArrayRef(full + (call.batched ? 0 : 1), rank)))
+      return stock("self does not broadcast to the output");
+  }
+  if (call.self != nullptr && call.beta != 0.0) {
+    const at::Tensor& d = *call.self;
     if (call.out != nullptr && call.out->is_alias_of(d) && !same_view(*call.out, d))
       return stock("out overlaps self in another layout");
     // Broadcast strides without building the expanded view: a missing or size-1 dim

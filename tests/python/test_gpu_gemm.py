@@ -686,7 +686,8 @@ def test_deterministic_same_bits():
 
 BAD_CASES = ["mm shapes", "mm.out shapes", "mm 1-D", "mm dtypes", "mm devices", "mm.out dtype", "addmm self shape",
              "addmm dtypes", "addmm self dtype", "bmm 2-D", "bmm batches", "bmm shapes", "bmm dtypes", "bmm.out 2-D",
-             "baddbmm batches", "baddbmm self shape"]
+             "baddbmm batches", "baddbmm self shape", "addmm self shape beta 0", "addmm self dtype beta 0",
+             "baddbmm self shape beta 0"]
 
 
 def bad_call(case):
@@ -711,6 +712,10 @@ def bad_call(case):
         "bmm.out 2-D": lambda: torch.bmm(a, b3, out=torch.empty(2, 64, 64, device="cuda", dtype=bf)),
         "baddbmm batches": lambda: torch.baddbmm(randn((2, 64, 64), bf), a3, randn((3, 64, 64), bf)),
         "baddbmm self shape": lambda: torch.baddbmm(randn((2, 5, 64), bf), a3, b3),
+        # beta == 0 never reads self, but stock still checks it
+        "addmm self shape beta 0": lambda: torch.addmm(randn((7,), bf), a, b, beta=0),
+        "addmm self dtype beta 0": lambda: torch.addmm(randn((64,), torch.float16), a, b, beta=0),
+        "baddbmm self shape beta 0": lambda: torch.baddbmm(randn((2, 5, 64), bf), a3, b3, beta=0),
     }[case]
 
 
