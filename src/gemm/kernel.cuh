@@ -36,8 +36,6 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   const uint32_t raw = tile::smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const Stages<Cfg> s{base};
-  // Each consumer warpgroup's epilogue staging, after the ring.
-  unsigned char* staging = base + Cfg::kStages * Cfg::kStageBytes + (threadIdx.x / 128 - 1) * Cfg::kStagingBytes;
   const int wg = threadIdx.x / 128;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);
   const int rank = kCluster == 1 ? 0 : static_cast<int>(tile::cluster_rank());
@@ -58,6 +56,8 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
       produce<Cfg, kAKMajor, kBKMajor, kCluster>(&map_a, &map_b, s, ring, args.sched, k_blocks, rank);
   } else {
     tile::regs_increase<kConsumerRegs>();
+    // This consumer warpgroup's epilogue staging, after the ring.
+    unsigned char* staging = base + Cfg::kStages * Cfg::kStageBytes + (wg - 1) * Cfg::kStagingBytes;
     tile::RingState<Cfg::kStages> st;
     for (int64_t t = blockIdx.x / kCluster; t < args.sched.total; t += gridDim.x / kCluster) {
       const TileCoord tc = args.sched.at(t, rank);

@@ -53,11 +53,20 @@ const char* overlap(const GemmOperand& op, int64_t rows, int64_t K, int64_t batc
 // the H200 so far (docs/perf-notes.md, GEMM v2/v3); the tuning hook keeps them reachable.
 int cluster_for(const GemmParams& p) { return p.cluster == 2 && p.M > gemm::Wide::kBM ? 2 : 1; }
 
+// SMs of the device, asked once.
+struct SmCount {};
+int device_sms(int device) {
+  return per_device_once<SmCount, 0>(device, [&] {
+    int n = 0;
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? n
+                                                                                             : (cudaGetLastError(), 132);
+  });
+}
+
 // One launch as the kernel sees it (for the split-K path: the transposed problem).
 struct Problem {
   int64_t M, N, K, batch;
   bool a_k_major, b_k_major;
-  int cluster;
   void* c;
   int64_t ldc, batch_stride_c;
   float alpha, beta;
@@ -78,11 +87,8 @@ Status launch(const Problem& q, const CUtensorMap& ma, const CUtensorMap& mb, co
       cudaGetLastError();
       return 0;
     }
-    if (kCluster > 1) return tile::max_active_clusters(kernel, dim3(gemm::kThreads), Cfg::kSmemBytes, kCluster);
-    int sms = 0;
-    return cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, q.device) == cudaSuccess
-               ? sms
-               : (cudaGetLastError(), 0);
+    return kCluster > 1 ? tile::max_active_clusters(kernel, dim3(gemm::kThreads), Cfg::kSmemBytes, kCluster)
+                        : device_sms(q.device);
   });
   if (resident <= 0) return Status::kCudaError;
   gemm::KernelArgs<T, TOut> args;
@@ -189,9 +195,9 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
   const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode(&mc, output_shape(p), type);
-  const Problem q{p.M,   p.N,          p.K,          p.batch, p.a.k_major,  p.b.k_major,      cluster,
-                  p.c,   p.ldc,        p.batch_stride_c,      p.alpha,      p.beta,           p.d,
-                  p.d_stride_m, p.d_stride_n, p.batch_stride_d, tma_c, p.device, static_cast<cudaStream_t>(p.stream)};
+  const Problem q{p.M,          p.N,          p.K,     p.batch,  p.a.k_major, p.b.k_major,
+                  p.c,          p.ldc,        p.batch_stride_c,  p.alpha,  p.beta,      p.d,
+                  p.d_stride_m, p.d_stride_n, p.batch_stride_d,  tma_c,    p.device,    static_cast<cudaStream_t>(p.stream)};
   return cluster == 2 ? launch_layout<gemm::Wide, T, T, 2>(q, ma, mb, mc)
                       : launch_layout<gemm::Wide, T, T, 1>(q, ma, mb, mc);
 }
@@ -214,8 +220,8 @@ Status run_splitk(const GemmParams& p, int splits, CUtensorMapDataType type) {
     return Status::kUnsupported;
   float* part = static_cast<float*>(p.workspace);
   const CUtensorMap mc{};
-  const Problem q{p.N,  p.M,     ks,    splits, p.b.k_major, p.a.k_major, 1,     part, p.M, p.N * p.M,
-                  1.f,  0.f,     nullptr, 0,    0,           0,           false, p.device, static_cast<cudaStream_t>(p.stream)};
+  const Problem q{p.N, p.M, ks, splits, p.b.k_major, p.a.k_major, part,  p.M,      p.N * p.M,
+                  1.f, 0.f, nullptr, 0, 0,         0,           false, p.device, static_cast<cudaStream_t>(p.stream)};
   const Status s = launch_layout<gemm::Narrow, T, float, 1>(q, ma, mb, mc);
   if (s != Status::kSuccess) return s;
   const bool use_d = p.beta != 0.f && p.d != nullptr;
@@ -242,27 +248,22 @@ int splitk_parts(const GemmParams& p, int sms) {
   return best;
 }
 
-int device_sms(int device) {
-  return per_device_once<Problem, 0>(device, [&] {
-    int n = 0;
-    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) == cudaSuccess ? n
-                                                                                             : (cudaGetLastError(), 132);
-  });
+// The split-K path's fp32 partials: [splits][N][M].
+size_t partials_bytes(const GemmParams& p, int splits) {
+  return static_cast<size_t>(splits) * static_cast<size_t>(p.N * p.M) * sizeof(float);
 }
 
 }  // namespace
 
 size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
-  const int s = splitk_parts(p, dev.sm_count > 0 ? dev.sm_count : 132);
-  return s > 0 ? static_cast<size_t>(s) * static_cast<size_t>(p.N * p.M) * sizeof(float) : 0;
+  return partials_bytes(p, splitk_parts(p, dev.sm_count > 0 ? dev.sm_count : 132));
 }
 
 Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int splits = splitk_parts(p, device_sms(p.device));
-  const bool splitk = splits > 0 && p.workspace != nullptr &&
-                      p.workspace_bytes >= static_cast<size_t>(splits) * static_cast<size_t>(p.N * p.M) * sizeof(float);
+  const bool splitk = splits > 0 && p.workspace != nullptr && p.workspace_bytes >= partials_bytes(p, splits);
   if (p.dtype == DType::kBFloat16)
     return splitk ? run_splitk<tile::bf16>(p, splits, type) : run_wide<tile::bf16>(p, type);
   return splitk ? run_splitk<tile::fp16>(p, splits, type) : run_wide<tile::fp16>(p, type);
