@@ -188,12 +188,6 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     c10::cuda::CUDAGuard device_guard(a.device());
     out = call.out != nullptr ? *call.out : make_fresh();
     dn.params.c = out.data_ptr();
-    at::Tensor ws;  // the split-K path's partials, from the caching allocator
-    if (const size_t bytes = gemm_workspace_bytes(dn.params, dev); bytes > 0) {
-      ws = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
-      dn.params.workspace = ws.data_ptr();
-      dn.params.workspace_bytes = bytes;
-    }
     dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
     const Status s = gemm_run(dn.params);
     if (s == Status::kUnsupported) {  // a tensor map the driver refused: stock, and say why

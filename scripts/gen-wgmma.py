@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Writes include/flyops/tile/wgmma_ops.h: the wgmma.mma_async wrappers (SS form, fp32
-accumulators) for bf16 and fp16 at m64 x N x k16, N in {64, 128, 256}. The operand lists are
+accumulators) for bf16 and fp16 at m64 x N x k16, N in {16, 64, 128, 256}. The operand lists are
 long and regular, so they are generated rather than typed."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NS = (64, 128, 256)
+NS = (16, 64, 128, 256)
 TYPES = (("bf16", "bf16"), ("f16", "fp16"))
 
 

@@ -36,13 +36,10 @@ struct GemmParams {
   // beta == 0 or d is null. Same dtype as C.
   const void* d = nullptr;
   int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
-  // Scratch for the split-K path (gemm_workspace_bytes says how much; without it the wide
-  // kernel runs). From the caller's allocator; no allocation happens here.
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
   int cluster = 0;   // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
   int epilogue = 0;  // 1: C from registers even where TMA stores could write it (tuning hook)
-  int path = 0;      // 1: the wide kernel even where the split-K path applies (tuning hook)
+  int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
+  int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
   int device = 0;
   Stream stream = nullptr;
 };
@@ -65,18 +62,15 @@ int gemm_forced();
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 
-// Bytes of workspace the call wants (0: none): the split-K path, for M <= 64 rows and one
-// batch entry, keeps fp32 partials there. `dev` is the device the call runs on.
-size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev);
-
 // Launch on p.stream (builds the tensor maps on the host). No allocation. kUnsupported when
 // the driver refuses a tensor map that gemm_supports let through; gemm_last_error() (this
 // thread) then says which and why, and the caller falls back.
 Status gemm_run(const GemmParams& p);
 const char* gemm_last_error();
 
-// The kernel's name for logs ("flyops_gemm<bf16,A:k-major,B:k-major>", with ",splitkS"
-// on the split-K path); valid until this thread's next call.
+// The kernel's name for logs ("flyops_gemm<bf16,A:k-major,B:k-major>"; on the decode path
+// "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>": A's padded width and the
+// cluster's K parts); valid until this thread's next call.
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev);
 
 }  // namespace flyops

@@ -17,10 +17,10 @@
 
 namespace flyops::gemm {
 
-// T: the inputs' (and the addend's) type; TOut: C's, T or fp32 (split-K partials).
-template <typename T, typename TOut = T>
+// T: the inputs', the addend's and C's type.
+template <typename T>
 struct EpilogueArgs {
-  TOut* c;
+  T* c;
   int64_t ldc;
   float alpha, beta;
   const T* d;  // null when beta == 0
@@ -28,8 +28,8 @@ struct EpilogueArgs {
 };
 
 // alpha * acc + beta * d for the fragment's column pair at (r, col), col + 1.
-template <typename T, typename TOut>
-FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const EpilogueArgs<T, TOut>& e, int64_t r,
+template <typename T>
+FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const EpilogueArgs<T>& e, int64_t r,
                                  int64_t col, int64_t M, int64_t N) {
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
@@ -41,11 +41,11 @@ FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const Epilogu
 // wgmma m64nN fragment: warp w of the warpgroup holds rows 16w..16w+15; lane l holds row
 // 16w + l/4 (and + 8) at columns 8j + 2(l%4) (and + 1), j = 0 .. N/8 - 1. The two
 // neighbouring columns go out as one 4-byte store when C's rows are 4-byte aligned.
-template <int kBN, typename T, typename TOut>
-FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T, TOut>& e, int64_t M, int64_t N,
+template <int kBN, typename T>
+FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>& e, int64_t M, int64_t N,
                               int64_t row0, int64_t col0) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
-  const bool pairs = e.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(e.c) % (2 * sizeof(TOut)) == 0;
+  const bool pairs = e.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(e.c) % (2 * sizeof(T)) == 0;
 #pragma unroll
   for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
@@ -54,15 +54,15 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T,
       if (r >= M || col >= N) continue;
       float v[2];
       epilogue_pair(v, &acc[4 * j + 2 * h], e, r, col, M, N);
-      TOut* dst = e.c + r * e.ldc + col;
+      T* dst = e.c + r * e.ldc + col;
       if (pairs && col + 1 < N) {
-        struct alignas(2 * sizeof(TOut)) Pair {
-          TOut lo, hi;
+        struct alignas(2 * sizeof(T)) Pair {
+          T lo, hi;
         };
-        *reinterpret_cast<Pair*>(dst) = Pair{tile::from_float<TOut>(v[0]), tile::from_float<TOut>(v[1])};
+        *reinterpret_cast<Pair*>(dst) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
       } else {
-        dst[0] = tile::from_float<TOut>(v[0]);
-        if (col + 1 < N) dst[1] = tile::from_float<TOut>(v[1]);
+        dst[0] = tile::from_float<T>(v[0]);
+        if (col + 1 < N) dst[1] = tile::from_float<T>(v[1]);
       }
     }
 }

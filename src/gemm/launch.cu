@@ -11,7 +11,7 @@
 #include "flyops/tile/launch.h"
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
-#include "splitk.cuh"
+#include "decode.cuh"
 
 namespace flyops {
 namespace {
@@ -63,66 +63,53 @@ int device_sms(int device) {
   });
 }
 
-// One launch as the kernel sees it (for the split-K path: the transposed problem).
-struct Problem {
-  int64_t M, N, K, batch;
-  bool a_k_major, b_k_major;
-  void* c;
-  int64_t ldc, batch_stride_c;
-  float alpha, beta;
-  const void* d;
-  int64_t d_stride_m, d_stride_n, batch_stride_d;
-  bool tma_c;
-  int device;
-  cudaStream_t stream;
-};
-
-template <typename Cfg, typename T, typename TOut, bool kAK, bool kBK, int kCluster>
-Status launch(const Problem& q, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc) {
-  auto* kernel = &flyops_gemm<Cfg, T, TOut, kAK, kBK, kCluster>;
+template <typename Cfg, typename T, bool kAK, bool kBK, int kCluster>
+Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc) {
+  auto* kernel = &flyops_gemm<Cfg, T, kAK, kBK, kCluster>;
   constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kAK ? 4 : 0) + (kBK ? 2 : 0) + (kCluster - 1);
   // Per instantiation and device: the shared-memory opt-in, then how many clusters fit.
-  const int resident = per_device_once<Cfg, kId>(q.device, [&] {
+  const int resident = per_device_once<Cfg, kId>(p.device, [&] {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
     return kCluster > 1 ? tile::max_active_clusters(kernel, dim3(gemm::kThreads), Cfg::kSmemBytes, kCluster)
-                        : device_sms(q.device);
+                        : device_sms(p.device);
   });
   if (resident <= 0) return Status::kCudaError;
-  gemm::KernelArgs<T, TOut> args;
-  args.M = q.M, args.N = q.N, args.K = q.K;
-  const int tiles_m = static_cast<int>((q.M + Cfg::kBM - 1) / Cfg::kBM);
-  const int tiles_n = static_cast<int>((q.N + Cfg::kBN - 1) / Cfg::kBN);
-  args.sched = gemm::Scheduler{tiles_m, tiles_n, kCluster, gemm::Scheduler::count(tiles_m, tiles_n, kCluster, q.batch)};
-  args.batch_stride_c = q.batch_stride_c;
-  const bool use_d = q.beta != 0.f && q.d != nullptr;
-  args.batch_stride_d = use_d ? q.batch_stride_d : 0;
-  args.epi = gemm::EpilogueArgs<T, TOut>{static_cast<TOut*>(q.c), q.ldc, q.alpha, q.beta,
-                                         use_d ? static_cast<const T*>(q.d) : nullptr, q.d_stride_m, q.d_stride_n};
-  args.tma_store = Cfg::kTmaStore && q.tma_c;
+  gemm::KernelArgs<T> args;
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  const int tiles_m = static_cast<int>((p.M + Cfg::kBM - 1) / Cfg::kBM);
+  const int tiles_n = static_cast<int>((p.N + Cfg::kBN - 1) / Cfg::kBN);
+  args.sched = gemm::Scheduler{tiles_m, tiles_n, kCluster, gemm::Scheduler::count(tiles_m, tiles_n, kCluster, p.batch)};
+  args.batch_stride_c = p.batch_stride_c;
+  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  args.batch_stride_d = use_d ? p.batch_stride_d : 0;
+  args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                                   use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+  args.tma_store = Cfg::kTmaStore && tma_c;
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
+  const auto stream = static_cast<cudaStream_t>(p.stream);
   cudaError_t e;
   if constexpr (kCluster > 1) {
-    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), Cfg::kSmemBytes, q.stream, kCluster, ma, mb, mc,
-                             args);
+    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), Cfg::kSmemBytes, stream, kCluster, ma, mb, mc, args);
   } else {
-    kernel<<<grid, gemm::kThreads, Cfg::kSmemBytes, q.stream>>>(ma, mb, mc, args);
+    kernel<<<grid, gemm::kThreads, Cfg::kSmemBytes, stream>>>(ma, mb, mc, args);
     e = cudaGetLastError();
   }
   return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
 // The runtime choices (operand majors, cluster size) into template parameters.
-template <typename Cfg, typename T, typename TOut, int kCluster, typename... Maps>
-Status launch_layout(const Problem& q, const Maps&... maps) {
-  if (q.a_k_major)
-    return q.b_k_major ? launch<Cfg, T, TOut, true, true, kCluster>(q, maps...)
-                       : launch<Cfg, T, TOut, true, false, kCluster>(q, maps...);
-  return q.b_k_major ? launch<Cfg, T, TOut, false, true, kCluster>(q, maps...)
-                     : launch<Cfg, T, TOut, false, false, kCluster>(q, maps...);
+template <typename Cfg, typename T, int kCluster>
+Status launch_layout(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUtensorMap& mb,
+                     const CUtensorMap& mc) {
+  if (p.a.k_major)
+    return p.b.k_major ? launch<Cfg, T, true, true, kCluster>(p, tma_c, ma, mb, mc)
+                       : launch<Cfg, T, true, false, kCluster>(p, tma_c, ma, mb, mc);
+  return p.b.k_major ? launch<Cfg, T, false, true, kCluster>(p, tma_c, ma, mb, mc)
+                     : launch<Cfg, T, false, false, kCluster>(p, tma_c, ma, mb, mc);
 }
 
 // C's tensor map for the TMA-store epilogue: {N, M, batch} in 64 x 64 boxes. Only for rows
@@ -195,88 +182,106 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
   const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode(&mc, output_shape(p), type);
-  const Problem q{p.M,          p.N,          p.K,     p.batch,  p.a.k_major, p.b.k_major,
-                  p.c,          p.ldc,        p.batch_stride_c,  p.alpha,  p.beta,      p.d,
-                  p.d_stride_m, p.d_stride_n, p.batch_stride_d,  tma_c,    p.device,    static_cast<cudaStream_t>(p.stream)};
-  return cluster == 2 ? launch_layout<gemm::Wide, T, T, 2>(q, ma, mb, mc)
-                      : launch_layout<gemm::Wide, T, T, 1>(q, ma, mb, mc);
+  return cluster == 2 ? launch_layout<gemm::Wide, T, 2>(p, tma_c, ma, mb, mc)
+                      : launch_layout<gemm::Wide, T, 1>(p, tma_c, ma, mb, mc);
 }
 
-// The split-K path: C^T = B A^T with the narrow kernel (B's N rows stream through 128-row
-// tiles, the <= 64 rows of A ride along as the narrow side), K cut into `splits` equal
-// parts that the kernel sees as batch entries, fp32 partials [split][N][M] in the
-// workspace, then one reduction kernel adds them in split order (deterministic) with
-// alpha, beta * D and the rounding.
-template <typename T>
-Status run_splitk(const GemmParams& p, int splits, CUtensorMapDataType type) {
-  const int64_t ks = p.K / splits;
-  auto split = [&](GemmOperand op) {  // K cut into `splits` runs of ks: a batch dimension
-    op.batch_stride = op.k_major ? ks : ks * op.ld;
-    return op;
-  };
-  CUtensorMap ma, mb;
-  if (!encode_operands(&ma, &mb, operand_shape(split(p.b), p.N, ks, splits, gemm::Narrow::kBM),
-                       operand_shape(split(p.a), p.M, ks, splits, gemm::Narrow::kBN), type))
-    return Status::kUnsupported;
-  float* part = static_cast<float*>(p.workspace);
-  const CUtensorMap mc{};
-  const Problem q{p.N, p.M, ks, splits, p.b.k_major, p.a.k_major, part,  p.M,      p.N * p.M,
-                  1.f, 0.f, nullptr, 0, 0,         0,           false, p.device, static_cast<cudaStream_t>(p.stream)};
-  const Status s = launch_layout<gemm::Narrow, T, float, 1>(q, ma, mb, mc);
-  if (s != Status::kSuccess) return s;
+// The decode kernel for the runtime choices: operand majors and A's padded width into
+// template parameters; clusters of `parts` CTAs along K.
+template <typename T, bool kWK, bool kXK, int kMP>
+Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
+  auto* kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
+  using Cfg = gemm::DecodeConfig<kMP>;
+  struct Tag {};
+  constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kWK ? 4 : 0) + (kXK ? 2 : 0) + (kMP == 16 ? 1 : 0);
+  const int ok = per_device_once<Tag, kId>(p.device, [&] {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess)
+      return 1;
+    cudaGetLastError();
+    return 0;
+  });
+  if (!ok) return Status::kCudaError;
   const bool use_d = p.beta != 0.f && p.d != nullptr;
-  const dim3 grid(static_cast<unsigned>((p.N + gemm::kReduceThreads - 1) / gemm::kReduceThreads),
-                  static_cast<unsigned>(p.M));
-  flyops_gemm_splitk_reduce<T><<<grid, gemm::kReduceThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
-      part, splits, p.N * p.M, p.M, p.N, static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
-      use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n);
-  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
-}
-
-// How many parts to cut K into for the split-K path, 0 when it does not apply: a few rows
-// (M <= 64, one batch entry), K in whole 64-element blocks. The fewest parts that give
-// every SM a tile, keeping >= 4 blocks per part; parts divide the block count exactly.
-int splitk_parts(const GemmParams& p, int sms) {
-  if (p.path == 1 || p.M > gemm::Narrow::kBN || p.batch != 1 || p.K % gemm::kBK != 0) return 0;
-  const int64_t tiles = (p.N + gemm::Narrow::kBM - 1) / gemm::Narrow::kBM, blocks = p.K / gemm::kBK;
-  int best = 1;
-  for (int s = 1; s <= 16; ++s) {
-    if (blocks % s != 0 || blocks / s < 4) continue;
-    best = s;
-    if (tiles * s >= sms) break;
+  const gemm::DecodeArgs<T> args{p.M, p.N, p.K,
+                                 gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                                                       use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m,
+                                                       p.d_stride_n}};
+  const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows;
+  const dim3 grid(static_cast<unsigned>(tiles * parts));
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  cudaError_t e;
+  if (parts > 1) {
+    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), Cfg::kSmemBytes, stream, parts, mw, mx, args);
+  } else {
+    kernel<<<grid, gemm::kThreads, Cfg::kSmemBytes, stream>>>(mw, mx, args);
+    e = cudaGetLastError();
   }
-  return best;
+  return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
-// The split-K path's fp32 partials: [splits][N][M].
-size_t partials_bytes(const GemmParams& p, int splits) {
-  return static_cast<size_t>(splits) * static_cast<size_t>(p.N * p.M) * sizeof(float);
+template <typename T, int kMP>
+Status launch_decode_layout(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
+  if constexpr (kMP == 16) {  // A K-major only (its MN-major blocks are 64 wide)
+    return p.b.k_major ? launch_decode<T, true, true, 16>(p, mw, mx, parts)
+                       : launch_decode<T, false, true, 16>(p, mw, mx, parts);
+  } else {
+    if (p.a.k_major)
+      return p.b.k_major ? launch_decode<T, true, true, 64>(p, mw, mx, parts)
+                         : launch_decode<T, false, true, 64>(p, mw, mx, parts);
+    return p.b.k_major ? launch_decode<T, true, false, 64>(p, mw, mx, parts)
+                       : launch_decode<T, false, false, 64>(p, mw, mx, parts);
+  }
+}
+
+// A's rows padded to the decode kernel's narrow side.
+int decode_width(const GemmParams& p) { return p.M <= 16 && p.a.k_major ? 16 : 64; }
+
+// The decode path: B's rows (the transposed problem's A) in 128-row tiles, A's rows as the
+// narrow side, K in `parts` runs reduced across a cluster.
+template <typename T>
+Status run_decode(const GemmParams& p, int parts, CUtensorMapDataType type) {
+  const int mp = decode_width(p);
+  CUtensorMap mw, mx;
+  if (!encode_operands(&mx, &mw, operand_shape(p.a, p.M, p.K, 1, static_cast<uint32_t>(mp)),
+                       operand_shape(p.b, p.N, p.K, 1, gemm::kDecodeRows), type))
+    return Status::kUnsupported;
+  return mp == 16 ? launch_decode_layout<T, 16>(p, mw, mx, parts) : launch_decode_layout<T, 64>(p, mw, mx, parts);
+}
+
+// How many parts to cut K into on the decode path, 0 when it does not apply (more than 64
+// rows of A, batches, or the tuning hook asks for the wide kernel). The most parts (up to
+// a portable cluster of 8) that keep the grid within one wave of two CTAs per SM, each
+// part at least two K blocks long.
+int decode_parts(const GemmParams& p, int sms) {
+  if (p.path == 1 || p.M > 64 || p.batch != 1) return 0;
+  const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows, blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
+  const int64_t slots = int64_t{sms} * gemm::kDecodeCtasPerSm;
+  if (p.kparts == 1 || p.kparts == 2 || p.kparts == 4 || p.kparts == 8)  // the tuning hook, where every part
+    return p.kparts <= blocks ? p.kparts : 1;                          // gets a K block
+  int parts = 1;
+  while (parts < 8 && tiles * parts * 2 <= slots && blocks >= parts * 4) parts *= 2;
+  return parts;
 }
 
 }  // namespace
 
-size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
-  return partials_bytes(p, splitk_parts(p, dev.sm_count > 0 ? dev.sm_count : 132));
-}
-
 Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const int splits = splitk_parts(p, device_sms(p.device));
-  const bool splitk = splits > 0 && p.workspace != nullptr && p.workspace_bytes >= partials_bytes(p, splits);
+  const int parts = decode_parts(p, device_sms(p.device));
   if (p.dtype == DType::kBFloat16)
-    return splitk ? run_splitk<tile::bf16>(p, splits, type) : run_wide<tile::bf16>(p, type);
-  return splitk ? run_splitk<tile::fp16>(p, splits, type) : run_wide<tile::fp16>(p, type);
+    return parts > 0 ? run_decode<tile::bf16>(p, parts, type) : run_wide<tile::bf16>(p, type);
+  return parts > 0 ? run_decode<tile::fp16>(p, parts, type) : run_wide<tile::fp16>(p, type);
 }
 
 const char* gemm_last_error() { return g_last_error; }
 
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev) {
   thread_local char name[96];
-  const int splits = splitk_parts(p, dev.sm_count > 0 ? dev.sm_count : 132);
+  const int parts = decode_parts(p, dev.sm_count > 0 ? dev.sm_count : 132);
   char tail[24] = "";
-  if (splits > 0) std::snprintf(tail, sizeof(tail), ",splitk%d", splits);
-  std::snprintf(name, sizeof(name), "flyops_gemm<%s,A:%s-major,B:%s-major%s>",
+  if (parts > 0) std::snprintf(tail, sizeof(tail), ",n%d,kparts%d", decode_width(p), parts);
+  std::snprintf(name, sizeof(name), "flyops_gemm%s<%s,A:%s-major,B:%s-major%s>", parts > 0 ? "_decode" : "",
                 p.dtype == DType::kBFloat16 ? "bf16" : "fp16", p.a.k_major ? "k" : "m", p.b.k_major ? "k" : "n", tail);
   return name;
 }

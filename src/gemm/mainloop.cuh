@@ -53,23 +53,31 @@ FLYOPS_DEVICE void load_operand(unsigned char* dst, const CUtensorMap* map, uint
   }
 }
 
+// Producer: waits for the ring's next slot, then loads k block `kb` of A (rows from
+// row_a) and B (rows from row_b; in kCluster parts, this CTA's part `rank`) into it.
+template <typename Cfg, bool kAKMajor, bool kBKMajor, int kCluster>
+FLYOPS_DEVICE void produce_block(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages<Cfg>& s,
+                                 tile::Ring<Cfg::kStages>& ring, const tile::RingState<Cfg::kStages>& st, int kb,
+                                 int row_a, int row_b, int z, int rank) {
+  using L = typename Cfg::template Stage<kAKMajor, kBKMajor>;
+  ring.producer_acquire(st, Cfg::kStageBytes);
+  load_operand<typename L::A, kAKMajor, 1>(s.a(st.stage), map_a, ring.full_barrier(st), kb, row_a, z, 0);
+  load_operand<typename L::B, kBKMajor, kCluster>(s.template b<kAKMajor>(st.stage), map_b, ring.full_barrier(st), kb,
+                                                  row_b, z, rank);
+}
+
 // One thread of the producer warpgroup: every k block of every tile this CTA owns, running
 // ahead across tile boundaries as far as the ring lets it. A comes from this CTA's tile
 // row; B, shared by the cluster's CTAs, is loaded in kCluster parts, one per CTA.
 template <typename Cfg, bool kAKMajor, bool kBKMajor, int kCluster>
 FLYOPS_DEVICE void produce(const CUtensorMap* map_a, const CUtensorMap* map_b, const Stages<Cfg>& s,
                            tile::Ring<Cfg::kStages>& ring, const Scheduler& sched, int k_blocks, int rank) {
-  using L = typename Cfg::template Stage<kAKMajor, kBKMajor>;
   tile::RingState<Cfg::kStages> st;
   for (int64_t t = blockIdx.x / kCluster; t < sched.total; t += gridDim.x / kCluster) {
     const TileCoord tc = sched.at(t, rank);
-    for (int kb = 0; kb < k_blocks; ++kb, st.advance()) {
-      ring.producer_acquire(st, Cfg::kStageBytes);
-      load_operand<typename L::A, kAKMajor, 1>(s.a(st.stage), map_a, ring.full_barrier(st), kb, tc.m * Cfg::kBM,
-                                               tc.z, 0);
-      load_operand<typename L::B, kBKMajor, kCluster>(s.template b<kAKMajor>(st.stage), map_b, ring.full_barrier(st),
-                                                      kb, tc.n * Cfg::kBN, tc.z, rank);
-    }
+    for (int kb = 0; kb < k_blocks; ++kb, st.advance())
+      produce_block<Cfg, kAKMajor, kBKMajor, kCluster>(map_a, map_b, s, ring, st, kb, tc.m * Cfg::kBM,
+                                                       tc.n * Cfg::kBN, tc.z, rank);
   }
 }
 
@@ -83,7 +91,7 @@ FLYOPS_DEVICE uint64_t operand_desc(const unsigned char* block, int row0, int kk
 }
 
 // A consumer warpgroup's mainloop for one tile: rows [64 * wg, 64 * wg + 64) of it into acc
-// (fragment layout of m64nkBN). One wgmma group stays in flight: block kb's wgmmas are
+// (fragment layout of m64nkBN), over k blocks [kb_begin, kb_end) (at least one). One wgmma group stays in flight: block kb's wgmmas are
 // issued before block kb - 1's slot is released. Each warp releases once it has waited
 // for its own part, on the slot of every CTA in the cluster (their producers write parts
 // of B into this CTA's slot), so an empty barrier expects 4 arrivals per consumer
@@ -101,21 +109,21 @@ FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kSta
 
 template <typename Cfg, typename T, bool kAKMajor, bool kBKMajor, int kCluster>
 FLYOPS_DEVICE void consume(float (&acc)[Cfg::kBN / 2], const Stages<Cfg>& s, tile::Ring<Cfg::kStages>& ring,
-                           tile::RingState<Cfg::kStages>& st, int k_blocks, int wg) {
+                           tile::RingState<Cfg::kStages>& st, int kb_begin, int kb_end, int wg) {
   using L = typename Cfg::template Stage<kAKMajor, kBKMajor>;
   tile::RingState<Cfg::kStages> prev = st;
-  for (int kb = 0; kb < k_blocks; ++kb) {
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
     ring.consumer_wait(st);
     tile::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       const uint64_t da = operand_desc<typename L::A, kAKMajor>(s.a(st.stage), 64 * wg, kk);
       const uint64_t db = operand_desc<typename L::B, kBKMajor>(s.template b<kAKMajor>(st.stage), 0, kk);
-      tile::wgmma_m64k16<T, Cfg::kBN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, kb > 0 || kk > 0);
+      tile::wgmma_m64k16<T, Cfg::kBN, kAKMajor ? 0 : 1, kBKMajor ? 0 : 1>(acc, da, db, kb > kb_begin || kk > 0);
     }
     tile::wgmma_commit();
     tile::wgmma_wait<1>();
-    if (kb > 0) {
+    if (kb > kb_begin) {
       release<kCluster>(ring, prev);
       prev.advance();
     }

@@ -48,20 +48,19 @@ inline constexpr uint32_t kStoreBoxBytes = 64 * kStoreCols * 2;
 // A tile configuration: kBM x kBN output tiles (two consumer warpgroups of 64 rows each),
 // K blocks of kBK, a ring of kStages.
 //   Wide:   128 x 256, 4 stages of 48 KB, TMA-store staging: the compute-bound kernel.
-//   Narrow: 128 x 64, 8 stages of 24 KB, no staging: streams a weight matrix past a few
-//           rows (decode, as the transposed problem), writing fp32 split-K partials.
+//   Decode (decode.cuh): 128 x 16 or 128 x 64, 4 stages, no staging: the transposed
+//           problem of a few rows of A against a weight matrix.
 template <int kBM_, int kBN_, int kStages_, bool kTmaStore_>
 struct Config {
   static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
   static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr uint32_t kStageBytes = Operand<kBM, true>::kBytes + Operand<kBN, true>::kBytes;
   template <bool kAKMajor, bool kBKMajor>
   struct Stage {
     using A = Operand<kBM, kAKMajor>;
     using B = Operand<kBN, kBKMajor>;
+    static_assert(A::kBytes + B::kBytes == kStageBytes, "stage size independent of layout");
   };
-  static constexpr uint32_t kStageBytes = Operand<kBM, true>::kBytes + Operand<kBN, true>::kBytes;
-  static_assert(Operand<kBM, false>::kBytes + Operand<kBN, false>::kBytes == kStageBytes,
-                "stage size independent of layout");
   static constexpr uint32_t kStagingBytes = kTmaStore ? 2 * kStoreBoxBytes : 0;
   static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes 64 x 256 rows in two halves");
   // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
@@ -70,6 +69,5 @@ struct Config {
 };
 
 using Wide = Config<128, 256, 4, true>;
-using Narrow = Config<128, 64, 8, false>;
 
 }  // namespace flyops::gemm

@@ -275,7 +275,8 @@ struct GemmCase {
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
   int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
   bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
-  bool wide = false;     // the wide kernel even where the split-K path applies
+  bool wide = false;     // the wide kernel even where the decode path applies
+  int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -325,13 +326,7 @@ void test_gemm(const GemmCase& g) {
   p.alpha = g.alpha, p.beta = g.beta;
   p.cluster = g.cluster;
   p.path = g.wide ? 1 : 0;
-  const size_t ws = flyops::gemm_workspace_bytes(p, flyops::device_info(0));
-  void* dws = nullptr;
-  if (ws > 0) {
-    CHECK_CUDA(cudaMalloc(&dws, ws));
-    CHECK_CUDA(cudaMemset(dws, 0xff, ws));  // NaN: every partial must be written
-    p.workspace = dws, p.workspace_bytes = ws;
-  }
+  p.kparts = g.kparts;
   if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
@@ -376,7 +371,6 @@ void test_gemm(const GemmCase& g) {
   cudaFree(db);
   cudaFree(dc);
   cudaFree(dd);
-  cudaFree(dws);
 }
 
 // A GEMM launched first thing from a new host thread, which has no current CUDA context
@@ -438,13 +432,21 @@ int main() {
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
-  // The split-K path (M <= 64, K in whole 64-blocks) on every layout, with and without it.
+  // The decode path (M <= 64) on every layout, with and without it (the wide kernel):
+  // both padded widths (16, 64), K cut into 1 to 8 cluster parts, K and N tails.
   for (int layout = 0; layout < 4; ++layout) {
     const bool ak = layout & 2, bk = layout & 1;
     test_gemm({64, 4096, 1024, ak, bk});
     test_gemm({64, 4096, 1024, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, true});
     test_gemm({33, 500, 192, ak, bk, true});
     test_gemm({8, 1000, 4096, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
+    test_gemm({1, 4096, 4096, ak, bk});
+    test_gemm({3, 1000, 4104, ak, bk, true});
+    test_gemm({16, 129, 640, ak, bk});
+    test_gemm({17, 130, 8, ak, bk});
+    test_gemm({64, 200, 100, ak, bk, true});
+    for (int parts : {1, 2, 8})  // K runs of one or two blocks, and one part with a tail
+      test_gemm({5, 300, 600, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, false, parts});
   }
   test_gemm({16, 300, 128, true, true, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({16, 300, 128, true, false, true, 1, 0, 0.5f, -2.f, 3});
@@ -454,7 +456,7 @@ int main() {
   test_gemm({130, 300, 64, true, false, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({130, 300, 64, true, true, true, 2, 0, 1.f, -0.5f, 2});
   test_gemm({130, 300, 64, false, false, false, 1, 0, 0.5f, 2.f, 3});
-  test_gemm({64, 64, 64, true, true, false, 1, 0, 1.f, 0.f, 3});  // beta 0: d never read (split-K path)
+  test_gemm({64, 64, 64, true, true, false, 1, 0, 1.f, 0.f, 3});  // beta 0: d never read (decode path)
   std::printf("tile selftest: %d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

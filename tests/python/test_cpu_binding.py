@@ -314,7 +314,7 @@ def test_bench_without_gpu_says_so():
 # ---- GEMM (the binding: binding/gemm.cc) -----------------------------------------------------
 
 GEMM_OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
-GEMM_KERNEL = re.compile(r"flyops_gemm<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,splitk\d+)?>")
+GEMM_KERNEL = re.compile(r"flyops_gemm(_decode)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+)?>")
 
 
 @pytest.fixture

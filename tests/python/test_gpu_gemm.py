@@ -30,7 +30,7 @@ DTYPES = [torch.bfloat16, torch.float16]
 TAG = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32,
             torch.float64: torch.int64}
-KERNEL = re.compile(r"flyops_gemm<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,splitk\d+)?>")
+KERNEL = re.compile(r"flyops_gemm(_decode)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+)?>")
 # a: "n" row-major [M, K], "t" the .t() of a row-major [K, M];
 # b: "n" row-major [K, N], "t" the .t() of a row-major [N, K] (a weight, as F.linear takes it).
 LAYOUTS = ["nn", "nt", "tn", "tt"]

@@ -14,6 +14,19 @@ namespace flyops::tile {
 
 #if defined(__CUDACC__)
 
+// D[64 x 16] (+)= A[64 x 16] * B[16 x 16], bf16 operands from shared memory (descriptors),
+// fp32 accumulators in the fragment layout of wgmma (d has 8 per thread). kTransA /
+// kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
+template <int kTransA = 0, int kTransB = 0>
+FLYOPS_DEVICE void wgmma_m64n16k16_bf16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
+}
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64], bf16 operands from shared memory (descriptors),
 // fp32 accumulators in the fragment layout of wgmma (d has 32 per thread). kTransA /
 // kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
@@ -75,6 +88,19 @@ FLYOPS_DEVICE void wgmma_m64n256k16_bf16(float (&d)[128], uint64_t desc_a, uint6
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
+}
+
+// D[64 x 16] (+)= A[64 x 16] * B[16 x 16], fp16 operands from shared memory (descriptors),
+// fp32 accumulators in the fragment layout of wgmma (d has 8 per thread). kTransA /
+// kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
+template <int kTransA = 0, int kTransB = 0>
+FLYOPS_DEVICE void wgmma_m64n16k16_fp16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, %12;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
 }
 
@@ -145,12 +171,16 @@ FLYOPS_DEVICE void wgmma_m64n256k16_fp16(float (&d)[128], uint64_t desc_a, uint6
 // One name for kernels templated on the element type and tile width.
 template <typename T, int kN, int kTransA = 0, int kTransB = 0>
 FLYOPS_DEVICE void wgmma_m64k16(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-  if constexpr (std::is_same_v<T, bf16> && kN == 64)
+  if constexpr (std::is_same_v<T, bf16> && kN == 16)
+    wgmma_m64n16k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
+  else if constexpr (std::is_same_v<T, bf16> && kN == 64)
     wgmma_m64n64k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, bf16> && kN == 128)
     wgmma_m64n128k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, bf16> && kN == 256)
     wgmma_m64n256k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
+  else if constexpr (std::is_same_v<T, fp16> && kN == 16)
+    wgmma_m64n16k16_fp16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, fp16> && kN == 64)
     wgmma_m64n64k16_fp16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, fp16> && kN == 128)
