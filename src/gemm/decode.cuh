@@ -3,13 +3,13 @@
 // C^T = B^T A^T, so B's N rows fill wgmma's 64-row side and A's M rows ride along as a
 // narrow kMP-wide side (zero-filled by TMA past M).
 //
-// One CTA per (128-row tile of N, part of K). The kParts CTAs of a tile form a cluster
+// One CTA per (128-row tile of N, part of K). The `parts` CTAs of a tile form a cluster
 // along K; each streams its run of K blocks through the usual ring (TMA producer, two
-// wgmma consumer warpgroups), leaves its fp32 partial tile in its shared memory, and after
-// one cluster barrier CTA r adds rows [r, r + 1) * 128 / kParts of all parts, in rank
-// order (the same bits every run), through distributed shared memory and writes them with
-// the epilogue. One launch, no global workspace, no atomics. Two CTAs fit on an SM, so a
-// grid of up to two per SM runs in a single wave.
+// wgmma consumer warpgroups). Then each pushes its fp32 partial rows to the CTA that owns
+// them (rank r owns rows [r, r + 1) * 128 / parts) through distributed shared memory, and
+// each owner adds the parts in rank order (the same bits every run) and writes its rows
+// with the epilogue. One launch, no global workspace, no atomics, two cluster barriers.
+// Two CTAs fit on an SM, so a grid of up to two per SM runs in a single wave.
 #pragma once
 
 #include <cuda.h>
@@ -27,10 +27,11 @@ inline constexpr int kDecodeCtasPerSm = 2;
 template <int kMP>
 using DecodeConfig = Config<kDecodeRows, kMP, 4, false>;
 
-// The fp32 partial tile, after the ring is drained: 128 rows of kMP columns, rows padded
-// by 4 floats so that the fragment's row-strided stores spread over the banks.
+// The partials, in the drained ring: rank r owns rows [r, r + 1) * kDecodeRows / parts of
+// the tile and receives every part's values for them, as part-major blocks of its rows x
+// kMP fp32 (rows padded by 4 floats against bank conflicts). parts x rows is 128 always.
 template <int kMP>
-struct Partial {
+struct Partials {
   static constexpr int kLd = kMP + 4;
   static constexpr uint32_t kBytes = kDecodeRows * kLd * 4;
   static_assert(kBytes <= DecodeConfig<kMP>::kStages * DecodeConfig<kMP>::kStageBytes, "fits in the drained ring");
@@ -42,37 +43,43 @@ struct DecodeArgs {
   EpilogueArgs<T> epi;  // C (M x N, row stride ldc) and the addend, untransposed
 };
 
-// A consumer warpgroup's fragment (rows 64 * wg.., m64nkMP layout) into the partial tile.
+// A consumer warpgroup's fragment (rows 64 * wg.., m64nkMP layout) to the CTA that owns
+// its rows: a warp's 16 rows have one owner (a rank owns a multiple of 16 rows). Remote
+// stores do not wait for an answer; the next cluster barrier publishes them.
 template <int kMP>
-FLYOPS_DEVICE void stash_partial(float* part, const float (&acc)[kMP / 2], int wg) {
+FLYOPS_DEVICE void push_partial(float* recv, const float (&acc)[kMP / 2], int wg, int parts, int rank) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
+  const int rows = kDecodeRows / parts, row0 = 64 * wg + 16 * w;
+  const int owner = row0 / rows;
+  float* block = recv + (rank * rows + row0 % rows) * Partials<kMP>::kLd;  // this part's block there
+  const uint32_t remote = parts > 1 ? tile::peer_addr(block, static_cast<uint32_t>(owner)) : 0u;
 #pragma unroll
   for (int j = 0; j < kMP / 8; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = 64 * wg + 16 * w + l / 4 + 8 * h, c = 8 * j + 2 * (l % 4);
-      *reinterpret_cast<float2*>(part + r * Partial<kMP>::kLd + c) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      const int r = l / 4 + 8 * h, c = 8 * j + 2 * (l % 4);
+      const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+      const int off = r * Partials<kMP>::kLd + c;
+      if (parts > 1)
+        tile::peer_store_f32x2(remote + 4u * static_cast<uint32_t>(off), x, y);
+      else
+        *reinterpret_cast<float2*>(block + off) = make_float2(x, y);
     }
 }
 
-// This CTA's share of the tile's rows: every part's partial added in rank order, then the
-// epilogue. Consecutive threads take consecutive n, so the stores along C's rows coalesce.
+// This CTA's rows of the tile: the parts added in rank order (the same bits every run),
+// then the epilogue. Consecutive threads take consecutive n, so C's stores coalesce.
 template <typename T, int kMP>
-FLYOPS_DEVICE void reduce_rows(const float* part, const DecodeArgs<T>& args, int parts, int rank, int64_t n0) {
+FLYOPS_DEVICE void reduce_rows(const float* recv, const DecodeArgs<T>& args, int parts, int rank, int64_t n0) {
   const int rows = kDecodeRows / parts;
   const int64_t M = args.M, N = args.N;
   const EpilogueArgs<T>& e = args.epi;
   for (int i = threadIdx.x; i < rows * M; i += blockDim.x) {
-    const int r = rank * rows + i % rows, m = i / rows;
-    const int64_t n = n0 + r;
+    const int r = i % rows, m = i / rows;
+    const int64_t n = n0 + rank * rows + r;
     if (n >= N) continue;
-    const float* src = part + r * Partial<kMP>::kLd + m;
     float sum = 0.f;
-    if (parts == 1) {
-      sum = *src;
-    } else {
-      for (int p = 0; p < parts; ++p) sum += __uint_as_float(tile::peer_load_u32(tile::peer_addr(src, p)));
-    }
+    for (int p = 0; p < parts; ++p) sum += recv[(p * rows + r) * Partials<kMP>::kLd + m];
     float v = e.alpha * sum;
     if (e.d != nullptr) v += e.beta * tile::to_float(e.d[m * e.d_stride_m + n * e.d_stride_n]);
     e.c[m * e.ldc + n] = tile::from_float<T>(v);
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
     tile::tma_prefetch_map(&map_x);
   }
   __syncthreads();
-  float* part = reinterpret_cast<float*>(base);
+  float* recv = reinterpret_cast<float*>(base);
   if (wg == 0) {
     if (threadIdx.x == 0) {
       tile::RingState<Cfg::kStages> st;
@@ -115,22 +122,24 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
         produce_block<Cfg, kWKMajor, kXKMajor, 1>(&map_w, &map_x, s, ring, st, kb, tile_n * kDecodeRows, 0, 0, 0);
     }
     __syncwarp();
-  } else {
-    float acc[kMP / 2];
+  }
+  float acc[kMP / 2];
+  if (wg > 0) {
 #pragma unroll
     for (float& v : acc) v = 0.f;
     tile::RingState<Cfg::kStages> st;
     consume<Cfg, T, kWKMajor, kXKMajor, 1>(acc, s, ring, st, kb_begin, kb_end, wg - 1);
-    // Both consumer warpgroups are past their last wgmma before the ring is overwritten.
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    stash_partial<kMP>(part, acc, wg - 1);
   }
-  // Every part's partial is in place (cluster-wide release/acquire) before any is read.
-  if (parts > 1)
+  // Every CTA of the cluster is past its mainloop (its ring drained) before any partial
+  // lands in it; then every partial is in place before any is added.
+  if (parts > 1) {
     tile::cluster_sync();
-  else
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank);
+    tile::cluster_sync();
+  } else {
     __syncthreads();
-  reduce_rows<T, kMP>(part, args, parts, rank, int64_t{tile_n} * kDecodeRows);
-  // No CTA leaves while a peer may still read its partial.
-  if (parts > 1) tile::cluster_sync();
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, 1, 0);
+    __syncthreads();
+  }
+  reduce_rows<T, kMP>(recv, args, parts, rank, int64_t{tile_n} * kDecodeRows);
 }

@@ -414,7 +414,7 @@ def test_gemm_log_lines():
     lines = [l for l in r.stderr.splitlines() if l.startswith("flyops:")]
     assert len(lines) == 2, r.stderr
     assert lines[0].startswith("flyops: gemm ") and \
-        lines[0].endswith(" -> flyops_gemm<bf16,A:k-major,B:k-major,splitk1>"), lines[0]  # 8 rows: split-K path
+        lines[0].endswith(" -> flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts1>"), lines[0]  # 8 rows
     assert re.fullmatch(r"flyops: gemm .*fp32\[8, 64\].* -> stock \(.+\)", lines[1]), lines[1]
 
 

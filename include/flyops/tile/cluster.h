@@ -73,6 +73,11 @@ FLYOPS_DEVICE void peer_store_u32(uint32_t remote, uint32_t v) {
 FLYOPS_DEVICE void peer_store_u64(uint32_t remote, uint64_t v) {
   asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(remote), "l"(v) : "memory");
 }
+// Two floats to 8-byte-aligned shared memory of a cluster CTA (fire and forget: made
+// visible to that CTA by the next cluster barrier).
+FLYOPS_DEVICE void peer_store_f32x2(uint32_t remote, float x, float y) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(remote), "f"(x), "f"(y) : "memory");
+}
 // Atomic add without a result (a reduction) and with the old value.
 FLYOPS_DEVICE void peer_red_add(uint32_t remote, uint32_t v) {
   asm volatile("red.shared::cluster.add.u32 [%0], %1;" ::"r"(remote), "r"(v) : "memory");
