@@ -18,7 +18,24 @@
 #include "flyops/tile/cluster.h"
 #include "mainloop.cuh"
 
+// FLYOPS_GEMM_TRACE=1 at compile time: every 16th CTA prints %globaltimer (ns) at its start,
+// the end of its mainloop, after each cluster barrier and at its end (for the probe).
+#ifndef FLYOPS_GEMM_TRACE
+#define FLYOPS_GEMM_TRACE 0
+#endif
+#if FLYOPS_GEMM_TRACE
+#include <cstdio>
+#endif
+
 namespace flyops::gemm {
+
+FLYOPS_DEVICE unsigned long long trace_now() {
+  unsigned long long t = 0;
+#if FLYOPS_GEMM_TRACE
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
 
 inline constexpr int kDecodeRows = 128;   // rows of N per CTA (two consumer warpgroups)
 inline constexpr int kDecodeCtasPerSm = 2;
@@ -102,6 +119,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
   const uint32_t raw = tile::smem_addr(smem_raw);
   unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const Stages<Cfg> s{base};
+  const unsigned long long t_start = trace_now();
   const int wg = threadIdx.x / 128;
   const int parts = static_cast<int>(tile::cluster_size()), rank = static_cast<int>(tile::cluster_rank());
   const int tile_n = static_cast<int>(blockIdx.x) / parts;
@@ -130,16 +148,29 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
     tile::RingState<Cfg::kStages> st;
     consume<Cfg, T, kWKMajor, kXKMajor, 1>(acc, s, ring, st, kb_begin, kb_end, wg - 1);
   }
+  const unsigned long long t_mainloop = trace_now();
   // Every CTA of the cluster is past its mainloop (its ring drained) before any partial
   // lands in it; then every partial is in place before any is added.
+  unsigned long long t_sync1, t_sync2;
   if (parts > 1) {
     tile::cluster_sync();
+    t_sync1 = trace_now();
     if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank);
     tile::cluster_sync();
   } else {
     __syncthreads();
+    t_sync1 = trace_now();
     if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, 1, 0);
     __syncthreads();
   }
+  t_sync2 = trace_now();
   reduce_rows<T, kMP>(recv, args, parts, rank, int64_t{tile_n} * kDecodeRows);
+#if FLYOPS_GEMM_TRACE
+  if (threadIdx.x == 128 && blockIdx.x % 16 == 0)
+    printf("decode trace cta %u smid %u: %llu %llu %llu %llu %llu\n", blockIdx.x,
+           [] { unsigned r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }(), t_start, t_mainloop,
+           t_sync1, t_sync2, trace_now());
+#else
+  (void)t_start, (void)t_mainloop, (void)t_sync1, (void)t_sync2;
+#endif
 }

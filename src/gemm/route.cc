@@ -17,7 +17,7 @@ GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   if (force == 2) return GemmPlan{false, "forced to stock (_gemm_force)"};
   const Support s = gemm_supports(p, dev);
   if (!s.ok) return GemmPlan{false, s.reason};
-  if (force == 1 || gemm::measured_faster(p.M, p.N, p.K)) return GemmPlan{true, ""};
+  if (force == 1 || gemm::measured_faster(p)) return GemmPlan{true, ""};
   return GemmPlan{false, "stock measured faster on this shape class (gemm/tuned_table.h)"};
 }
 

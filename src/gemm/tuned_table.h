@@ -1,27 +1,33 @@
 // Where flyops' GEMM measured faster than stock on the H200 (cuBLAS through torch 2.11),
-// by shape class. Provenance: the probe and benchmark runs cited in docs/perf-notes.md.
+// by shape class. Provenance: `python -m flyops.bench --op gemm --tune` runs cited in
+// docs/perf-notes.md (GEMM section), stock and flyops alternating in one process.
 //
-// Status: the kernel (v0) measured slower than stock on every shape of the sets
-// (0.32-0.90x, session run 1), so no class routes to it yet; the table fills as the
-// kernel passes stock, class by class, from `python -m flyops.bench --op gemm --tune`.
+// Status: on aligned shapes the kernel measures 0.87-1.0x of cuBLAS (prefill) and
+// 0.55-1.0x (decode), so none of them routes to it yet. The table fills class by class as
+// the kernel passes stock.
 #pragma once
 
 #include <cstdint>
+
+#include "flyops/gemm.h"
 
 namespace flyops::gemm {
 
 struct ShapeClass {
   int64_t min_m, min_n, min_k;  // the call's M, N, K are at least these
   int64_t max_m;                // and M at most this
+  bool c_unaligned;             // only where C's rows are not 16-byte aligned (ldc % 8 != 0)
 };
 
 inline constexpr ShapeClass kFasterThanStock[] = {
-    {0, 0, 0, -1},  // placeholder: matches nothing (max_m < min_m)
+    {0, 0, 0, -1, false},  // placeholder: matches nothing (max_m < min_m)
 };
 
-inline bool measured_faster(int64_t M, int64_t N, int64_t K) {
+inline bool measured_faster(const GemmParams& p) {
+  const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
-    if (M >= c.min_m && M <= c.max_m && N >= c.min_n && K >= c.min_k) return true;
+    if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned))
+      return true;
   return false;
 }
 

@@ -1,4 +1,4 @@
-"""python -m flyops.bench --op rms_norm|topk|gemm|all [--out DIR] [--quick] [--tune] [--no-plot]
+"""python -m flyops.bench --op rms_norm|topk|gemm|all [--out DIR] [--quick] [--tune [--passes P,..]] [--no-plot]
 
 Measures flyops against stock PyTorch in one process on this GPU and writes
 <out>/<op>.json (default bench/results/<gpu>/) with a PNG plot, then prints a table.
@@ -18,6 +18,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="results folder (default bench/results/<gpu>)")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--tune", action="store_true", help="sweep kernel shapes instead")
+    ap.add_argument("--passes", default=None, help="gemm --tune: only these passes (comma-separated)")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
 
@@ -39,7 +40,7 @@ def main(argv=None):
     out_dir = common.results_dir(args.out)
     if args.tune:
         mod = {"topk": topk, "gemm": gemm}.get(args.op, rms_norm)
-        rows = mod.tune(timer)
+        rows = mod.tune(timer, passes=args.passes.split(",")) if args.passes and mod is gemm else mod.tune(timer)
         stem = f"{mod.__name__.rsplit('.', 1)[1]}_tune"
         path = common.write({"op": stem[:-5], "device": torch.cuda.get_device_name(),
                              "torch": torch.__version__, "commit": common.git_commit(),

@@ -26,8 +26,11 @@ PROJ = ((4096, 4096), (6144, 4096), (14336, 4096), (4096, 14336), (28672, 8192),
 PREFILL_M = (2048, 4096, 16384)
 DECODE_M = (1, 8, 16, 32, 64)
 SQUARE = (4096, 8192)
+# Odd shapes: small and unaligned ones, and N % 8 != 0 (C's rows not 16-byte aligned), where
+# cuBLAS falls back to slower kernels: GPT-2's 50257-entry LM head at prefill and decode.
 ODD = ((113, 203, 4096, "nt"), (1000, 1000, 1000, "nn"), (4097, 4097, 4096, "nt"), (777, 1240, 2048, "nn"),
-       (3000, 5000, 7000, "nt"), (4097, 4097, 4097, "nn"))
+       (3000, 5000, 7000, "nt"), (4097, 4097, 4097, "nn"), (4096, 50257, 768, "nt"), (1, 50257, 768, "nt"),
+       (16, 50257, 768, "nt"), (2048, 1001, 4096, "nt"), (8192, 4095, 8192, "nt"), (512, 203, 4096, "nt"))
 HOST = (1, 4096, 4096, "nt")
 QUICK_PROJ = ((4096, 4096), (14336, 4096), (128256, 4096))
 ERR_ROWS = 64
@@ -246,13 +249,13 @@ def plot(result, path):
     plt.close(fig)
 
 
-def tune(timer):
+def tune(timer, passes=("prefill", "decode", "odd")):
     """Stock, the router and flyops' kernel forced past it, on every prefill, decode and odd
-    shape: the data behind src/gemm/tuned_table.h (which shape classes flyops measured
-    faster on)."""
+    shape (or those of `passes`): the data behind src/gemm/tuned_table.h (which shape
+    classes flyops measured faster on)."""
     rows_out = []
     for pass_, M, N, K, layout, _ in shapes():
-        if pass_ == "square":
+        if pass_ not in passes:
             continue
         a, b = operands(M, N, K, layout)
         fn = lambda: torch.matmul(a, b)  # noqa: E731
