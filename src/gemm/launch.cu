@@ -250,12 +250,14 @@ Status run_decode(const GemmParams& p, int parts, CUtensorMapDataType type) {
 
 // How many parts to cut K into on the decode path, 0 when it does not apply (more than 64
 // rows of A, batches, or the tuning hook asks for the wide kernel). The most parts (up to
-// a portable cluster of 8) that keep the grid within one wave of two CTAs per SM, each
-// part at least two K blocks long.
+// a portable cluster of 8) that keep the grid within 1.5 CTAs per SM, each part at least
+// two K blocks long: fewer parts pay less for the cluster reduction, which measured
+// ~2.5 us per CTA (docs/perf-notes.md, GEMM v5); the probe's per-part sweep put the best
+// split near one to two CTAs per SM.
 int decode_parts(const GemmParams& p, int sms) {
   if (p.path == 1 || p.M > 64 || p.batch != 1) return 0;
   const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows, blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
-  const int64_t slots = int64_t{sms} * gemm::kDecodeCtasPerSm;
+  const int64_t slots = int64_t{sms} * 3 / 2;
   if (p.kparts == 1 || p.kparts == 2 || p.kparts == 4 || p.kparts == 8)  // the tuning hook, where every part
     return p.kparts <= blocks ? p.kparts : 1;                          // gets a K block
   int parts = 1;

@@ -2,9 +2,15 @@
 // by shape class. Provenance: `python -m flyops.bench --op gemm --tune` runs cited in
 // docs/perf-notes.md (GEMM section), stock and flyops alternating in one process.
 //
-// Status: on aligned shapes the kernel measures 0.87-1.0x of cuBLAS (prefill) and
-// 0.55-1.0x (decode), so none of them routes to it yet. The table fills class by class as
-// the kernel passes stock.
+// Classes:
+//   C's rows not 16-byte aligned (N % 8 != 0 for a fresh output), N >= 1000: cuBLAS falls
+//   back to slow kernels there; flyops' register epilogue writes any row. Session of
+//   2026-11-29 (late), run 3 (5b6bbe8): 4097x4097x4096 5.75x, 8192x4095x8192 6.5x,
+//   2048x1001x4096 3.5x, GPT-2's LM head 4096x50257x768 2.9x, 16x50257x768 3.3x,
+//   1x50257x768 1.27x. Below N = 1000 stock wins (113x203x4096 0.31x, 512x203x4096
+//   0.40x: too few tiles for the wide kernel).
+// Aligned shapes measure 0.87-1.0x of cuBLAS (prefill) and 0.6-1.0x (decode), so none of
+// them routes to flyops yet; the table fills class by class as the kernel passes stock.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +26,7 @@ struct ShapeClass {
 };
 
 inline constexpr ShapeClass kFasterThanStock[] = {
-    {0, 0, 0, -1, false},  // placeholder: matches nothing (max_m < min_m)
+    {1, 1000, 1, INT64_MAX, true},  // C's rows unaligned, N >= 1000
 };
 
 inline bool measured_faster(const GemmParams& p) {

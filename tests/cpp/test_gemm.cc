@@ -83,6 +83,24 @@ TEST(GemmSupports, LayoutsAndBatches) {
 // The persistent order visits every tile of every batch entry exactly once (with clusters:
 // each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
 // numbers) stay inside a band of kGroupRows tile rows.
+// The router's measured table (src/gemm/tuned_table.h): flyops where C's rows are not
+// 16-byte aligned and N >= 1000, stock elsewhere, and never without the kernel's support.
+TEST(GemmRouter, TableClasses) {
+  ASSERT_EQ(gemm_forced(), 0);
+  EXPECT_TRUE(gemm_choose(params(4096, 50257, 768), kH200).flyops);
+  EXPECT_TRUE(gemm_choose(params(1, 50257, 768), kH200).flyops);
+  EXPECT_TRUE(gemm_choose(params(2048, 1001, 4096), kH200).flyops);
+  const GemmPlan small = gemm_choose(params(113, 203, 4096), kH200);
+  EXPECT_FALSE(small.flyops);
+  EXPECT_NE(std::string(small.reason).find("tuned_table"), std::string::npos);
+  EXPECT_FALSE(gemm_choose(params(4096, 4096, 4096), kH200).flyops);
+  GemmParams padded = params(4096, 4095, 4096);  // an out= with aligned rows: not the class
+  padded.ldc = 4096;
+  EXPECT_FALSE(gemm_choose(padded, kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(4096, 50257, 768), fake_device_info(8, 0, 108)).flyops);
+  EXPECT_FALSE(gemm_choose(params(4097, 4097, 4097), kH200).flyops);  // K = 4097: TMA cannot
+}
+
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
   for (int cluster : {1, 2})
     for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}}) {

@@ -361,7 +361,9 @@ def test_gemm_routing_decisions():
             assert r(*_gemm_operands(128, 256, 64, layout, dtype)) == f"flyops_gemm<{tag},{m}>"
     # odd M and N: TMA zero-fills the edges, as long as the strides are 16-byte multiples
     assert r(*_gemm_operands(113, 203, 64, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
-    assert r(*_gemm_operands(17, 4104, 40, "nn")) == "flyops_gemm<bf16,A:k-major,B:n-major>"
+    # M <= 64 rows: the decode kernel (A padded to 64 rows past 16; one K block, one part)
+    assert r(*_gemm_operands(17, 4104, 40, "nn")) == "flyops_gemm_decode<bf16,A:k-major,B:n-major,n64,kparts1>"
+    assert r(*_gemm_operands(16, 4096, 4096, "nt")) == "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>"
     assert r(torch.empty(3, 64, 128, dtype=torch.bfloat16), torch.empty(3, 128, 256, dtype=torch.bfloat16)) == \
         "flyops_gemm<bf16,A:k-major,B:n-major>"
     bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16)  # noqa: E731
@@ -400,6 +402,16 @@ def test_gemm_router_and_force_modes():
         assert GEMM_KERNEL.fullmatch(text) or (text.startswith("stock (") and text.endswith(")")), text
     finally:
         torch.ops.flyops._gemm_force(0)
+
+
+def test_gemm_router_table_classes():
+    """Mode 0: the measured table sends C's unaligned rows (N % 8 != 0, N >= 1000) to flyops
+    and everything else to stock, saying why."""
+    r = torch.ops.flyops._route_gemm
+    assert r(*_gemm_operands(4096, 50257, 768, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+    assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
+    for shape in ((4096, 4096, 4096), (113, 203, 4096), (1, 4096, 4096)):
+        assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
 
 
 def test_gemm_log_lines():

@@ -557,6 +557,24 @@ def test_router_choice_is_consistent_and_correct():
         ref.check(out, stock, ref64(a, b), torch.bfloat16, K, abs_scale(a, b))
 
 
+@pytest.mark.parametrize("shape", [(2048, 1001, 4096), (16, 50257, 768), (1, 50257, 768), (300, 1003, 136)],
+                         ids=shape_id)
+def test_router_sends_unaligned_rows_to_flyops(shape):
+    """Mode 0: C's rows not 16-byte aligned (N % 8 != 0) and N >= 1000 are the table's
+    flyops class (cuBLAS is slow there); exact on small integers, F.linear and addmm alike."""
+    M, N, K = shape
+    a, b = operands(M, N, K, torch.bfloat16, "nt")
+    bias = ints((N,), torch.bfloat16)
+    want = ref64(a, b)
+    out, where = went(lambda: a @ b)
+    assert where == "flyops"
+    check_route(a, b, where, forced=False)
+    check_exact(out, want, where, lambda: a @ b, f"{shape} mm")
+    out, where = went(lambda: F.linear(a, b.t(), bias))
+    assert where == "flyops"
+    check_exact(out, bias.double() + want, where, lambda: F.linear(a, b.t(), bias), f"{shape} linear")
+
+
 # ---- the public API: nn.Linear with autograd, compile, graphs, autocast, determinism ----------
 
 @pytest.mark.usefixtures("ours")
