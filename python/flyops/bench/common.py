@@ -6,6 +6,7 @@ synchronize at the end, no flush. Stock and flyops run in the same process on th
 inputs; stock runs inside `flyops.disabled()`.
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -19,8 +20,11 @@ import flyops
 
 L2_FLUSH_BYTES = 256 << 20
 METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before "
-          "each; stock and flyops alternate in {rounds} rounds of {per_round}")
-ROUNDS = 3
+          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them")
+# Even, so that each side goes first equally often: a compute-bound burst heats the GPU and
+# lowers its clocks for whatever runs right after (an identical GEMM kernel measured 12%
+# apart by its place in a round on the H200; docs/perf-notes.md, GEMM).
+ROUNDS = 4
 
 
 class Timer:
@@ -73,14 +77,21 @@ class Timer:
 def stock_and_flyops(timer, fn):
     """Medians of stock and flyops, timed in alternating rounds so that clock and thermal
     drift during the run fall on both alike."""
+    return alternating(timer, [lambda: flyops.disabled(), contextlib.nullcontext], fn)
+
+
+def alternating(timer, contexts, fn):
+    """Medians of fn under each context (a callable returning a context manager), timed in
+    ROUNDS rounds whose order rotates, so each context goes first equally often."""
     per_round = -(-timer.reps // ROUNDS)
-    stock, ours = [], []
+    samples = [[] for _ in contexts]
     for r in range(ROUNDS):
         warm = timer.warmup if r == 0 else 2
-        with flyops.disabled():
-            stock += timer.samples(fn, per_round, warm)
-        ours += timer.samples(fn, per_round, warm)
-    return statistics.median(stock), statistics.median(ours)
+        for i in range(len(contexts)):
+            c = (i + r) % len(contexts)
+            with contexts[c]():
+                samples[c] += timer.samples(fn, per_round, warm)
+    return tuple(statistics.median(x) for x in samples)
 
 
 def routed(op, fn):
