@@ -37,8 +37,7 @@ struct GemmParams {
   const void* d = nullptr;
   int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
   int cluster = 0;   // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
-  int epilogue = 0;  // 1: C from registers even where TMA stores could write it; 2: both halves
-                     // staged at once, on a 3-stage ring (tuning hooks)
+  int epilogue = 0;  // 1: C from registers even where TMA stores could write it (tuning hook)
   int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
   int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
   int device = 0;

@@ -42,7 +42,7 @@ inline constexpr int kDecodeCtasPerSm = 2;
 
 // kMP: A's rows padded to a wgmma width (16 or 64). MN-major A needs whole 64-element spans.
 template <int kMP>
-using DecodeConfig = Config<kDecodeRows, kMP, 4, 0>;
+using DecodeConfig = Config<kDecodeRows, kMP, 4, false>;
 
 // The partials, in the drained ring: rank r owns rows [r, r + 1) * kDecodeRows / parts of
 // the tile and receives every part's values for them, as part-major blocks of its rows x

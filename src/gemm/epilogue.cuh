@@ -67,24 +67,19 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>
     }
 }
 
-// One consumer warpgroup's 64 x 256 rows through `staging` (kStaged halves of 16 KB,
-// 1024-aligned): two halves of 128 columns, kStaged of them written before their stores
-// go out. Thread 0 of the warpgroup issues the stores; before writing the staging again it
-// waits for the earlier stores to have read it (with both halves staged, that is the
-// previous tile's stores, long done). `bar` is the warpgroup's named barrier.
-template <typename T, int kStaged>
+// One consumer warpgroup's 64 x 256 rows through `staging` (kStagingBytes, 1024-aligned) in
+// two halves of 128 columns. Thread 0 of the warpgroup issues the stores; before writing
+// the staging again it waits for the previous stores to have read it. `bar` is the
+// warpgroup's named barrier.
+template <typename T>
 FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
                                   unsigned char* staging, int bar, int64_t M, int64_t N, int row0, int col0, int z) {
-  static_assert(kStaged == 1 || kStaged == 2, "one or both halves staged");
   const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   const bool leader = t == 0;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    unsigned char* buf = staging + (half % kStaged) * 2 * kStoreBoxBytes;
-    if (half % kStaged == 0) {
-      if (leader) tile::tma_store_wait<0>();
-      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-    }
+    if (leader) tile::tma_store_wait<0>();
+    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -98,20 +93,15 @@ FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>
         };
         const uint32_t off = (c / kStoreCols) * kStoreBoxBytes +
                              tile::swizzle(kSwizzle, static_cast<uint32_t>(r * kStoreCols * 2 + (c % kStoreCols) * 2));
-        *reinterpret_cast<Pair*>(buf + off) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
+        *reinterpret_cast<Pair*>(staging + off) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
       }
-    if (half % kStaged == kStaged - 1) {
-      tile::fence_proxy_async();  // the staging writes, visible to the TMA store
-      asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-      if (leader) {
+    tile::fence_proxy_async();  // the staging writes, visible to the TMA store
+    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+    if (leader) {
 #pragma unroll
-        for (int g = half + 1 - kStaged; g <= half; ++g)
-#pragma unroll
-          for (int b = 0; b < 2; ++b)
-            tile::tma_store(map_c, staging + ((g % kStaged) * 2 + b) * kStoreBoxBytes,
-                            col0 + 128 * g + b * kStoreCols, row0, z);
-        tile::tma_store_commit();
-      }
+      for (int b = 0; b < 2; ++b)
+        tile::tma_store(map_c, staging + b * kStoreBoxBytes, col0 + 128 * half + b * kStoreCols, row0, z);
+      tile::tma_store_commit();
     }
   }
 }

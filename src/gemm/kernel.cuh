@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
       const int row0 = tc.m * Cfg::kBM + 64 * (wg - 1), col0 = tc.n * Cfg::kBN;
       if constexpr (Cfg::kTmaStore) {
         if (args.tma_store) {
-          store_tile_tma<T, Cfg::kStagedHalves>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
+          store_tile_tma<T>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
           continue;
         }
       }

@@ -182,9 +182,6 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
   const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode(&mc, output_shape(p), type);
-  if (p.epilogue == 2)  // both halves staged, 3 stages (tuning hook)
-    return cluster == 2 ? launch_layout<gemm::WideStaged, T, 2>(p, tma_c, ma, mb, mc)
-                        : launch_layout<gemm::WideStaged, T, 1>(p, tma_c, ma, mb, mc);
   return cluster == 2 ? launch_layout<gemm::Wide, T, 2>(p, tma_c, ma, mb, mc)
                       : launch_layout<gemm::Wide, T, 1>(p, tma_c, ma, mb, mc);
 }

@@ -40,22 +40,20 @@ struct Operand {
   }
 };
 
-// The epilogue's TMA-store staging: per consumer warpgroup one or both 64 x 128 halves of
-// its rows, each as two 64 x 64 boxes in the TMA store's 128-byte swizzle (8 KB each).
+// The epilogue's TMA-store staging: per consumer warpgroup one 64 x 128 half of its rows,
+// as two 64 x 64 boxes in the TMA store's 128-byte swizzle (8 KB each).
 inline constexpr int kStoreCols = 64;
 inline constexpr uint32_t kStoreBoxBytes = 64 * kStoreCols * 2;
 
 // A tile configuration: kBM x kBN output tiles (two consumer warpgroups of 64 rows each),
-// K blocks of kBK, a ring of kStages, and kStagedHalves halves of each warpgroup's rows
-// staged at once for the TMA-store epilogue (0: no TMA-store epilogue).
-//   Wide:   128 x 256, 4 stages of 48 KB, one half staged at a time: the compute-bound
-//           kernel.
+// K blocks of kBK, a ring of kStages.
+//   Wide:   128 x 256, 4 stages of 48 KB, TMA-store staging: the compute-bound kernel.
 //   Decode (decode.cuh): 128 x 16 or 128 x 64, 4 stages, no staging: the transposed
 //           problem of a few rows of A against a weight matrix.
-template <int kBM_, int kBN_, int kStages_, int kStagedHalves_>
+template <int kBM_, int kBN_, int kStages_, bool kTmaStore_>
 struct Config {
-  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_, kStagedHalves = kStagedHalves_;
-  static constexpr bool kTmaStore = kStagedHalves > 0;
+  static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
+  static constexpr bool kTmaStore = kTmaStore_;
   static constexpr uint32_t kStageBytes = Operand<kBM, true>::kBytes + Operand<kBN, true>::kBytes;
   template <bool kAKMajor, bool kBKMajor>
   struct Stage {
@@ -63,17 +61,13 @@ struct Config {
     using B = Operand<kBN, kBKMajor>;
     static_assert(A::kBytes + B::kBytes == kStageBytes, "stage size independent of layout");
   };
-  static constexpr uint32_t kStagingBytes = kStagedHalves * 2 * kStoreBoxBytes;
+  static constexpr uint32_t kStagingBytes = kTmaStore ? 2 * kStoreBoxBytes : 0;
   static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes 64 x 256 rows in two halves");
-  static_assert(kStagedHalves >= 0 && kStagedHalves <= 2, "a warpgroup's rows are two halves");
   // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
   static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 };
 
-using Wide = Config<128, 256, 4, 1>;
-// Both halves staged (one wait for the previous tile's stores instead of one per half),
-// for a ring of 3 stages: the tuning hook's alternative (GemmParams::epilogue == 2).
-using WideStaged = Config<128, 256, 3, 2>;
+using Wide = Config<128, 256, 4, true>;
 
 }  // namespace flyops::gemm

@@ -277,7 +277,6 @@ struct GemmCase {
   bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
   bool wide = false;     // the wide kernel even where the decode path applies
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
-  int epilogue = 0;      // 2: both halves of the TMA-store staging at once (3-stage ring)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -328,13 +327,12 @@ void test_gemm(const GemmCase& g) {
   p.cluster = g.cluster;
   p.path = g.wide ? 1 : 0;
   p.kparts = g.kparts;
-  p.epilogue = g.epilogue;
   if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
-  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
                 (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind,
-                g.cluster, g.odd_ldc ? " reg-epilogue" : "", g.epilogue == 2 ? " staged2" : "");
+                g.cluster, g.odd_ldc ? " reg-epilogue" : "");
   if (!sup.ok) {
     std::printf("%s: unsupported (%s)\n", name, sup.reason);
     report(name, false);
@@ -431,10 +429,6 @@ int main() {
     test_gemm({520, 700, 136, ak, bk, false, 2, 0, 1.f, 0.f, 0, 2});  // pairs, odd tile rows
     test_gemm({129, 257, 520, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
     test_gemm({17, 4104, 40, ak, bk, true, 1, 0, 1.f, 0.f, 0, 2, true});
-    // Both halves staged on a 3-stage ring: single CTAs and pairs, edges, alpha/beta.
-    test_gemm({256, 512, 192, ak, bk, false, 1, 0, 1.f, 0.f, 0, 1, false, false, 0, 2});
-    test_gemm({520, 704, 136, ak, bk, true, 2, 0, 2.f, 1.f, 3, 2, false, false, 0, 2});
-    test_gemm({130, 264, 200, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, false, 0, 2});
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
