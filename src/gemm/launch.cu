@@ -158,8 +158,8 @@ namespace {
 bool encode_operands(CUtensorMap* ma, CUtensorMap* mb, const tile::TmaShape& sa, const tile::TmaShape& sb,
                      CUtensorMapDataType type) {
   CUresult r = CUDA_SUCCESS;
-  const bool a_ok = tile::tma_encode(ma, sa, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r);
-  if (a_ok && tile::tma_encode(mb, sb, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r)) return true;
+  const bool a_ok = tile::tma_encode_cached(ma, sa, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r);
+  if (a_ok && tile::tma_encode_cached(mb, sb, type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r)) return true;
   const tile::TmaShape& bad = a_ok ? sb : sa;
   std::snprintf(g_last_error, sizeof(g_last_error),
                 "the driver refused the TMA descriptor of %s (CUresult %d; dims %llu x %llu x %llu, strides %llu, "
@@ -181,7 +181,7 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
   // C through TMA stores where TMA can describe it (and the tuning hook allows), else from
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
-  const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode(&mc, output_shape(p), type);
+  const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode_cached(&mc, output_shape(p), type);
   return cluster == 2 ? launch_layout<gemm::Wide, T, 2>(p, tma_c, ma, mb, mc)
                       : launch_layout<gemm::Wide, T, 1>(p, tma_c, ma, mb, mc);
 }
@@ -191,11 +191,11 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
 template <typename T, bool kWK, bool kXK, int kMP>
 Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
   auto* kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
-  using Cfg = gemm::DecodeConfig<kMP>;
+  constexpr int kSmem = gemm::Partials<kMP>::kSmemBytes;
   struct Tag {};
   constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kWK ? 4 : 0) + (kXK ? 2 : 0) + (kMP == 16 ? 1 : 0);
   const int ok = per_device_once<Tag, kId>(p.device, [&] {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess)
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess)
       return 1;
     cudaGetLastError();
     return 0;
@@ -211,9 +211,9 @@ Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorM
   const auto stream = static_cast<cudaStream_t>(p.stream);
   cudaError_t e;
   if (parts > 1) {
-    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), Cfg::kSmemBytes, stream, parts, mw, mx, args);
+    e = tile::launch_cluster(kernel, grid, dim3(gemm::kThreads), kSmem, stream, parts, mw, mx, args);
   } else {
-    kernel<<<grid, gemm::kThreads, Cfg::kSmemBytes, stream>>>(mw, mx, args);
+    kernel<<<grid, gemm::kThreads, kSmem, stream>>>(mw, mx, args);
     e = cudaGetLastError();
   }
   return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;

@@ -153,6 +153,39 @@ CUtensorMap matrix_map(void* base, int rows, int cols) {
   return map;
 }
 
+// The per-thread map cache hands back exactly the driver's bytes, and a different base
+// (or shape) is a different entry, not a stale hit.
+void test_tma_map_cache() {
+  char* buf[2];
+  for (char*& b : buf) CHECK_CUDA(cudaMalloc(&b, 4096));
+  TmaShape s;
+  s.rank = 2;
+  s.elem_bytes = 2;
+  s.dims[0] = 64;
+  s.dims[1] = 16;
+  s.strides_bytes[0] = 128;
+  s.box[0] = 64;
+  s.box[1] = 8;
+  s.swizzle = Swizzle::k128B;
+  bool ok = true;
+  for (int round = 0; round < 2; ++round)  // the second round hits the cache
+    for (int i = 0; i < 2; ++i) {
+      s.base = buf[i];
+      CUtensorMap direct, cached;
+      ok &= tma_encode(&direct, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+      ok &= tma_encode_cached(&cached, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+      ok &= std::memcmp(&direct, &cached, sizeof(direct)) == 0;
+    }
+  s.base = buf[0];
+  CUtensorMap a, b;
+  ok &= tma_encode_cached(&a, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  s.dims[1] = 15;
+  ok &= tma_encode_cached(&b, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  ok &= std::memcmp(&a, &b, sizeof(a)) != 0;
+  report("tensor map cache: the driver's bytes, per shape and base", ok);
+  for (char* b : buf) cudaFree(b);
+}
+
 void test_tma_load(bool multicast) {
   const int rows = 100, cols = 72;  // not multiples of the box: the second box is partly outside
   std::vector<uint16_t> h(rows * cols);
@@ -406,6 +439,7 @@ int main() {
     return 1;
   }
   test_gemm_fresh_thread();  // first, before this program's other threads matter
+  test_tma_map_cache();
   test_tma_load(false);
   test_tma_load(true);
   test_tma_store();

@@ -130,6 +130,55 @@ inline bool tma_encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType 
   return r == CUDA_SUCCESS;
 }
 
+inline bool operator==(const TmaShape& a, const TmaShape& b) {
+  if (a.rank != b.rank || a.elem_bytes != b.elem_bytes || a.base != b.base || a.swizzle != b.swizzle) return false;
+  for (int d = 0; d < kTmaMaxRank; ++d)
+    if (a.dims[d] != b.dims[d] || a.box[d] != b.box[d] || (d + 1 < kTmaMaxRank && a.strides_bytes[d] != b.strides_bytes[d]))
+      return false;
+  return true;
+}
+
+// tma_encode through a small per-thread cache of the maps it built last: a model calls the
+// same layers with the same weights and activation buffers again and again, and a map is a
+// pure function of its description (addresses included), so a hit hands back the bytes the
+// driver would build, without asking it (the encode is most of a GEMM call's host cost).
+// Only successful encodes are kept; the oldest of kEntries goes first.
+class TmaMapCache {
+ public:
+  static constexpr int kEntries = 16;
+  bool encode(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType type, CUtensorMapL2promotion l2,
+              CUresult* result) {
+    for (const Entry& e : entries_)
+      if (e.valid && e.type == type && e.l2 == l2 && e.shape == s) {
+        *map = e.map;
+        if (result != nullptr) *result = CUDA_SUCCESS;
+        return true;
+      }
+    if (!tma_encode(map, s, type, l2, result)) return false;
+    entries_[next_] = Entry{s, type, l2, *map, true};
+    next_ = (next_ + 1) % kEntries;
+    return true;
+  }
+
+ private:
+  struct Entry {
+    TmaShape shape;
+    CUtensorMapDataType type;
+    CUtensorMapL2promotion l2;
+    CUtensorMap map;
+    bool valid;
+  };
+  Entry entries_[kEntries] = {};
+  int next_ = 0;
+};
+
+inline bool tma_encode_cached(CUtensorMap* map, const TmaShape& s, CUtensorMapDataType type,
+                              CUtensorMapL2promotion l2 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CUresult* result = nullptr) {
+  thread_local TmaMapCache cache;
+  return cache.encode(map, s, type, l2, result);
+}
+
 #if defined(__CUDACC__)
 // Box load at coordinates c (innermost first) into this CTA's shared memory; `bar` counts
 // the bytes (the issuing thread announced them with mbarrier_arrive_expect_tx).

@@ -141,9 +141,17 @@ def host_case(timer):
     M, N, K, layout = HOST
     a, b = operands(M, N, K, layout)
     fn = lambda: torch.matmul(a, b)  # noqa: E731
-    with flyops.disabled("gemm"):
-        stock_ms = timer.host_ms(fn)
-    ours_ms = timer.host_ms(fn)
+    # flyops forced past the router, as in the square pass: the host cost of our call path
+    # (checks, cached tensor maps, launch) is what this pass is for. Two tries per side,
+    # interleaved; the lower counts (wall clock only ever adds noise).
+    stock, ours = [], []
+    for _ in range(2):
+        with flyops.disabled("gemm"):
+            stock.append(timer.host_ms(fn))
+        with forced("flyops"):
+            ours.append(timer.host_ms(fn))
+            kernel = torch.ops.flyops._route_gemm(a, b)
+    stock_ms, ours_ms = min(stock), min(ours)
     return {
         "name": f"host bf16 M={M} N={N} K={K} {layout} x1000",
         "pass": "host",
@@ -151,8 +159,9 @@ def host_case(timer):
         "flyops_ms": round(ours_ms, 5),
         "stock_ms": round(stock_ms, 5),
         "speedup": round(stock_ms / ours_ms, 3),
-        "routed": common.routed("gemm", fn),
-        "kernel": torch.ops.flyops._route_gemm(a, b),
+        "routed": "flyops",
+        "forced": True,
+        "kernel": kernel,
         "flyops_us_per_call": round(ours_ms * 1e3, 2),
         "stock_us_per_call": round(stock_ms * 1e3, 2),
     }
@@ -162,7 +171,8 @@ def run(timer, quick=False):
     result = common.header("gemm", timer)
     result["method"] += (f"; calls estimated over 2 ms run fewer repetitions (about {BUDGET_MS:.0f} ms per side, "
                          "at least 9; each case records its reps); square forces flyops' kernel past the router "
-                         "(_gemm_force(1)), every other pass goes through the router; errors on up to "
+                         "(_gemm_force(1)), and so does host (1000 back-to-back calls by wall clock, the lower of two tries "
+                         "per side), every other pass goes through the router; errors on up to "
                          f"{ERR_ROWS} sampled output rows against float64")
     for pass_, M, N, K, layout, force in shapes(quick):
         c = case(timer, pass_, M, N, K, layout, force)
