@@ -5,12 +5,11 @@
 //
 // One CTA per (128-row tile of N, part of K). The `parts` CTAs of a tile form a cluster
 // along K; each streams its run of K blocks through the usual ring (TMA producer, two
-// wgmma consumer warpgroups). As soon as it is done, each pushes its fp32 partial rows to
-// the CTA that owns them (rank r owns rows [r, r + 1) * 128 / parts) through distributed
-// shared memory, into a receive buffer beside the ring; after one cluster barrier each
-// owner adds the parts in rank order (the same bits every run) and writes its rows with
-// the epilogue. One launch, no global workspace, no atomics. Two CTAs fit on an SM, so a
-// grid of up to two per SM runs in a single wave.
+// wgmma consumer warpgroups). Then each pushes its fp32 partial rows to the CTA that owns
+// them (rank r owns rows [r, r + 1) * 128 / parts) through distributed shared memory, and
+// each owner adds the parts in rank order (the same bits every run) and writes its rows
+// with the epilogue. One launch, no global workspace, no atomics, two cluster barriers.
+// Two CTAs fit on an SM, so a grid of up to two per SM runs in a single wave.
 #pragma once
 
 #include <cuda.h>
@@ -42,21 +41,17 @@ inline constexpr int kDecodeRows = 128;   // rows of N per CTA (two consumer war
 inline constexpr int kDecodeCtasPerSm = 2;
 
 // kMP: A's rows padded to a wgmma width (16 or 64). MN-major A needs whole 64-element spans.
-// 64 wide takes a stage less, so that two CTAs with their receive buffers share an SM.
 template <int kMP>
-using DecodeConfig = Config<kDecodeRows, kMP, kMP == 64 ? 3 : 4, false>;
+using DecodeConfig = Config<kDecodeRows, kMP, 4, false>;
 
-// The receive buffer, after the ring: rank r owns rows [r, r + 1) * kDecodeRows / parts of
+// The partials, in the drained ring: rank r owns rows [r, r + 1) * kDecodeRows / parts of
 // the tile and receives every part's values for them, as part-major blocks of its rows x
 // kMP fp32 (rows padded by 4 floats against bank conflicts). parts x rows is 128 always.
-// Apart from the ring, so a part can push while its peers still stream.
 template <int kMP>
 struct Partials {
   static constexpr int kLd = kMP + 4;
   static constexpr uint32_t kBytes = kDecodeRows * kLd * 4;
-  static constexpr uint32_t kOffset = DecodeConfig<kMP>::kStages * DecodeConfig<kMP>::kStageBytes;
-  static constexpr int kSmemBytes = DecodeConfig<kMP>::kSmemBytes + static_cast<int>(kBytes);
-  static_assert(2 * (kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+  static_assert(kBytes <= DecodeConfig<kMP>::kStages * DecodeConfig<kMP>::kStageBytes, "fits in the drained ring");
 };
 
 template <typename T>
@@ -137,10 +132,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
     tile::tma_prefetch_map(&map_x);
   }
   __syncthreads();
-  // Peers push into this CTA's shared memory only once every CTA of the cluster has
-  // started: arrive now, wait after the mainloop (long since complete by then).
-  if (parts > 1) tile::cluster_arrive();
-  float* recv = reinterpret_cast<float*>(base + Partials<kMP>::kOffset);
+  float* recv = reinterpret_cast<float*>(base);
   if (wg == 0) {
     if (threadIdx.x == 0) {
       tile::RingState<Cfg::kStages> st;
@@ -157,16 +149,21 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
     consume<Cfg, T, kWKMajor, kXKMajor, 1>(acc, s, ring, st, kb_begin, kb_end, wg - 1);
   }
   const unsigned long long t_mainloop = trace_now();
-  // Each part pushes its partial rows as soon as its mainloop is done; one barrier later
-  // every partial is in place.
-  if (parts > 1) tile::cluster_wait();
-  const unsigned long long t_sync1 = trace_now();
-  if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank);
-  if (parts > 1)
+  // Every CTA of the cluster is past its mainloop (its ring drained) before any partial
+  // lands in it; then every partial is in place before any is added.
+  unsigned long long t_sync1, t_sync2;
+  if (parts > 1) {
     tile::cluster_sync();
-  else
+    t_sync1 = trace_now();
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank);
+    tile::cluster_sync();
+  } else {
     __syncthreads();
-  const unsigned long long t_sync2 = trace_now();
+    t_sync1 = trace_now();
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, 1, 0);
+    __syncthreads();
+  }
+  t_sync2 = trace_now();
   reduce_rows<T, kMP>(recv, args, parts, rank, int64_t{tile_n} * kDecodeRows);
 #if FLYOPS_GEMM_TRACE
   if (threadIdx.x == 128 && blockIdx.x % 16 == 0)

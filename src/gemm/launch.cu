@@ -191,7 +191,7 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
 template <typename T, bool kWK, bool kXK, int kMP>
 Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
   auto* kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
-  constexpr int kSmem = gemm::Partials<kMP>::kSmemBytes;
+  constexpr int kSmem = gemm::DecodeConfig<kMP>::kSmemBytes;
   struct Tag {};
   constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kWK ? 4 : 0) + (kXK ? 2 : 0) + (kMP == 16 ? 1 : 0);
   const int ok = per_device_once<Tag, kId>(p.device, [&] {
