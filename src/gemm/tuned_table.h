@@ -2,7 +2,7 @@
 // by shape class. Provenance: `python -m flyops.bench --op gemm --tune` runs cited in
 // docs/perf-notes.md (GEMM section), stock and flyops alternating in one process.
 //
-// Classes:
+// Classes (single GEMMs: batched calls stay stock until measured):
 //   C's rows not 16-byte aligned (N % 8 != 0 for a fresh output), N >= 1000: cuBLAS falls
 //   back to slow kernels there; flyops' register epilogue writes any row. Session of
 //   2026-11-29 (late), run 3 (5b6bbe8): 4097x4097x4096 5.75x, 8192x4095x8192 6.5x,
@@ -30,6 +30,7 @@ inline constexpr ShapeClass kFasterThanStock[] = {
 };
 
 inline bool measured_faster(const GemmParams& p) {
+  if (p.batch != 1) return false;  // bmm / baddbmm: not measured yet
   const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
     if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned))

@@ -99,6 +99,10 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(padded, kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(4096, 50257, 768), fake_device_info(8, 0, 108)).flyops);
   EXPECT_FALSE(gemm_choose(params(4097, 4097, 4097), kH200).flyops);  // K = 4097: TMA cannot
+  GemmParams batched = params(2048, 1001, 4096);  // bmm: not measured, stock
+  batched.batch = 2;
+  batched.a.batch_stride = 2048 * 4096, batched.b.batch_stride = 1001 * 4096, batched.batch_stride_c = 2048 * 1001;
+  EXPECT_FALSE(gemm_choose(batched, kH200).flyops);
 }
 
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
