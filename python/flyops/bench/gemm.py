@@ -31,6 +31,9 @@ SQUARE = (4096, 8192)
 ODD = ((113, 203, 4096, "nt"), (1000, 1000, 1000, "nn"), (4097, 4097, 4096, "nt"), (777, 1240, 2048, "nn"),
        (3000, 5000, 7000, "nt"), (4097, 4097, 4097, "nn"), (4096, 50257, 768, "nt"), (1, 50257, 768, "nt"),
        (16, 50257, 768, "nt"), (2048, 1001, 4096, "nt"), (8192, 4095, 8192, "nt"), (512, 203, 4096, "nt"))
+# Batched odd shapes (batch, M, N, K, layout): attention scores q @ k^T over an odd length,
+# as user code writes it (a bmm whose C rows are not 16-byte aligned), and a wide one.
+ODD_BATCHED = ((32, 1001, 1001, 128, "nt"), (16, 512, 1001, 64, "nt"), (8, 2048, 4095, 4096, "nt"))
 HOST = (1, 4096, 4096, "nt")
 QUICK_PROJ = ((4096, 4096), (14336, 4096), (128256, 4096))
 ERR_ROWS = 64
@@ -42,21 +45,25 @@ FORCE = {"router": 0, "flyops": 1, "stock": 2}
 
 
 def shapes(quick=False):
-    """(pass, M, N, K, layout, force) for every device case."""
+    """(pass, M, N, K, layout, force, batch) for every device case."""
     proj = QUICK_PROJ if quick else PROJ
-    out = [("square", s, s, s, "nn", "flyops") for s in SQUARE]
+    out = [("square", s, s, s, "nn", "flyops", 1) for s in SQUARE]
     for m in (PREFILL_M if not quick else (4096,)):
-        out += [("prefill", m, n, k, "nt", "router") for n, k in proj]
+        out += [("prefill", m, n, k, "nt", "router", 1) for n, k in proj]
     for m in (DECODE_M if not quick else (1, 16, 64)):
-        out += [("decode", m, n, k, "nt", "router") for n, k in proj]
-    out += [("odd", m, n, k, lay, "router") for m, n, k, lay in (ODD if not quick else ODD[:3])]
+        out += [("decode", m, n, k, "nt", "router", 1) for n, k in proj]
+    out += [("odd", m, n, k, lay, "router", 1) for m, n, k, lay in (ODD if not quick else ODD[:3])]
+    out += [("odd", m, n, k, lay, "router", bt) for bt, m, n, k, lay in (ODD_BATCHED if not quick else ())]
     return out
 
 
-def operands(M, N, K, layout):
-    a = torch.randn(M, K, device="cuda", dtype=DTYPE)
-    b = torch.randn(N, K, device="cuda", dtype=DTYPE).t() if layout == "nt" else \
-        torch.randn(K, N, device="cuda", dtype=DTYPE)
+def operands(M, N, K, layout, batch=1):
+    """[M, K] @ [K, N] ("nt": the transpose of a row-major [N, K]); batch > 1 adds a
+    leading batch dim (torch.matmul then calls bmm)."""
+    lead = (batch,) if batch > 1 else ()
+    a = torch.randn(*lead, M, K, device="cuda", dtype=DTYPE)
+    b = torch.randn(*lead, N, K, device="cuda", dtype=DTYPE).transpose(-1, -2) if layout == "nt" else \
+        torch.randn(*lead, K, N, device="cuda", dtype=DTYPE)
     return a, b
 
 
@@ -84,13 +91,16 @@ def budget(timer, est_ms):
         timer.reps, timer.warmup = saved
 
 
-def estimate_ms(M, N, K):
-    return max(2.0 * M * N * K / (EST_TFLOPS * 1e12), 2.0 * (M * K + N * K + M * N) / (EST_GBPS * 1e9)) * 1e3
+def estimate_ms(M, N, K, batch=1):
+    return batch * max(2.0 * M * N * K / (EST_TFLOPS * 1e12), 2.0 * (M * K + N * K + M * N) / (EST_GBPS * 1e9)) * 1e3
 
 
 def errors(a, b, fn):
     """Largest error relative to the reference's largest magnitude, flyops' and stock's, on
-    up to ERR_ROWS sampled rows of the output against float64."""
+    up to ERR_ROWS sampled rows of the output (the first batch entry's) against float64."""
+    if a.dim() == 3:
+        a, b, full = a[0], b[0], fn
+        fn = lambda: full()[0]  # noqa: E731
     M = a.size(0)
     rows = torch.arange(M, device="cuda") if M <= ERR_ROWS else \
         torch.randperm(M, device="cuda")[:ERR_ROWS].sort().values
@@ -101,22 +111,22 @@ def errors(a, b, fn):
     return common.max_rel_err(ours, ref), common.max_rel_err(stock, ref)
 
 
-def tflops(M, N, K, ms):
-    return round(2.0 * M * N * K / (ms * 1e-3) / 1e12, 1)
+def tflops(M, N, K, ms, batch=1):
+    return round(2.0 * batch * M * N * K / (ms * 1e-3) / 1e12, 1)
 
 
-def case(timer, pass_, M, N, K, layout, force):
-    a, b = operands(M, N, K, layout)
+def case(timer, pass_, M, N, K, layout, force, batch=1):
+    a, b = operands(M, N, K, layout, batch)
     fn = lambda: torch.matmul(a, b)  # noqa: E731
-    with forced(force), budget(timer, estimate_ms(M, N, K)) as reps:
+    with forced(force), budget(timer, estimate_ms(M, N, K, batch)) as reps:
         stock_ms, ours_ms = common.stock_and_flyops(timer, fn)
         routed = common.routed("gemm", fn)
         kernel = torch.ops.flyops._route_gemm(a, b)
         err, stock_err = errors(a, b, fn)
     row = {
-        "name": f"{pass_} bf16 M={M} N={N} K={K} {layout}",
+        "name": f"{pass_} bf16 M={M} N={N} K={K} {layout}" + (f" batch={batch}" if batch > 1 else ""),
         "pass": pass_,
-        "params": {"M": M, "N": N, "K": K, "dtype": DTYPE_NAME, "layout": layout},
+        "params": {"M": M, "N": N, "K": K, "dtype": DTYPE_NAME, "layout": layout, "batch": batch},
         "flyops_ms": round(ours_ms, 5),
         "stock_ms": round(stock_ms, 5),
         "speedup": round(stock_ms / ours_ms, 3),
@@ -124,8 +134,8 @@ def case(timer, pass_, M, N, K, layout, force):
         "kernel": kernel,
         "forced": force == "flyops",
         "reps": reps,
-        "flyops_tflops": tflops(M, N, K, ours_ms),
-        "stock_tflops": tflops(M, N, K, stock_ms),
+        "flyops_tflops": tflops(M, N, K, ours_ms, batch),
+        "stock_tflops": tflops(M, N, K, stock_ms, batch),
         "max_rel_err": err,
         "stock_max_rel_err": stock_err,
     }
@@ -174,8 +184,8 @@ def run(timer, quick=False):
                          "(_gemm_force(1)), and so does host (1000 back-to-back calls by wall clock, the lower of two tries "
                          "per side), every other pass goes through the router; errors on up to "
                          f"{ERR_ROWS} sampled output rows against float64")
-    for pass_, M, N, K, layout, force in shapes(quick):
-        c = case(timer, pass_, M, N, K, layout, force)
+    for pass_, M, N, K, layout, force, batch in shapes(quick):
+        c = case(timer, pass_, M, N, K, layout, force, batch)
         extra = f" {c['flyops_GBps']:7.0f} GB/s" if "flyops_GBps" in c else ""
         print(f"{c['name']:44s} stock {c['stock_ms']:.4f} flyops {c['flyops_ms']:.4f} ms {c['speedup']:6.2f}x "
               f"{c['flyops_tflops']:6.1f} vs {c['stock_tflops']:6.1f} TFLOP/s{extra} {c['kernel']}", flush=True)
@@ -264,12 +274,12 @@ def tune(timer, passes=("prefill", "decode", "odd")):
     shape (or those of `passes`): the data behind src/gemm/tuned_table.h (which shape
     classes flyops measured faster on)."""
     rows_out = []
-    for pass_, M, N, K, layout, _ in shapes():
+    for pass_, M, N, K, layout, _, batch in shapes():
         if pass_ not in passes:
             continue
-        a, b = operands(M, N, K, layout)
+        a, b = operands(M, N, K, layout, batch)
         fn = lambda: torch.matmul(a, b)  # noqa: E731
-        with budget(timer, estimate_ms(M, N, K)):
+        with budget(timer, estimate_ms(M, N, K, batch)):
             with forced("flyops"):
                 kernel = torch.ops.flyops._route_gemm(a, b)
             # stock, the router and (where it takes the call) flyops forced, in rotating order
@@ -278,12 +288,12 @@ def tune(timer, passes=("prefill", "decode", "odd")):
                 contexts.append(lambda: forced("flyops"))
             ms = common.alternating(timer, contexts, fn)
             stock = ms[0]
-            entry = {"pass": pass_, "M": M, "N": N, "K": K, "dtype": DTYPE_NAME, "layout": layout,
+            entry = {"pass": pass_, "M": M, "N": N, "K": K, "batch": batch, "dtype": DTYPE_NAME, "layout": layout,
                      "stock_ms": round(stock, 5), "router": torch.ops.flyops._route_gemm(a, b),
                      "router_ms": round(ms[1], 5), "kernel": kernel,
                      "flyops_ms": round(ms[2], 5) if len(ms) > 2 else None}
         entry["flyops_faster"] = entry["flyops_ms"] is not None and entry["flyops_ms"] < stock
-        print(f"{pass_} M={M} N={N} K={K} {layout}: stock {stock:.4f} flyops {entry['flyops_ms']} "
+        print(f"{pass_} M={M} N={N} K={K} {layout} batch={batch}: stock {stock:.4f} flyops {entry['flyops_ms']} "
               f"router {entry['router']} {entry['router_ms']:.4f}", flush=True)
         rows_out.append(entry)
         torch.cuda.empty_cache()
