@@ -2,13 +2,15 @@
 // by shape class. Provenance: `python -m flyops.bench --op gemm --tune` runs cited in
 // docs/perf-notes.md (GEMM section), stock and flyops alternating in one process.
 //
-// Classes (single GEMMs: batched calls stay stock until measured):
-//   C's rows not 16-byte aligned (N % 8 != 0 for a fresh output), N >= 1000: cuBLAS falls
-//   back to slow kernels there; flyops' register epilogue writes any row. Session of
-//   2026-11-29 (late), run 3 (5b6bbe8): 4097x4097x4096 5.75x, 8192x4095x8192 6.5x,
-//   2048x1001x4096 3.5x, GPT-2's LM head 4096x50257x768 2.9x, 16x50257x768 3.3x,
-//   1x50257x768 1.27x. Below N = 1000 stock wins (113x203x4096 0.31x, 512x203x4096
-//   0.40x: too few tiles for the wide kernel).
+// Classes:
+//   C's rows not 16-byte aligned (ldc % 8 != 0: N % 8 != 0 for a fresh output), N >= 1000
+//   and K >= 768: cuBLAS falls back to slow kernels there; flyops' register epilogue
+//   writes any row. Session of 2026-11-29 (late), runs 3 and 10 (5b6bbe8, f3335db):
+//   4097x4097x4096 5.75x, 8192x4095x8192 6.5x, 2048x1001x4096 3.5x, GPT-2's LM head
+//   4096x50257x768 2.9x, 16x50257x768 3.3x, 1x50257x768 1.27x, and batched 8 x
+//   2048x4095x4096 6.2x. Outside it stock wins: N < 1000 (113x203x4096 0.31x, 512x203x4096
+//   0.40x: a handful of tiles) and short K (attention scores as a bmm, 32 x 1001x1001x128
+//   0.84x, 16 x 512x1001x64 0.58x: a tile's two k-blocks do not pay for its epilogue).
 // Aligned shapes measure 0.87-1.0x of cuBLAS (prefill) and 0.6-1.0x (decode), so none of
 // them routes to flyops yet; the table fills class by class as the kernel passes stock.
 #pragma once
@@ -26,11 +28,10 @@ struct ShapeClass {
 };
 
 inline constexpr ShapeClass kFasterThanStock[] = {
-    {1, 1000, 1, INT64_MAX, true},  // C's rows unaligned, N >= 1000
+    {1, 1000, 768, INT64_MAX, true},  // C's rows unaligned, N >= 1000, K >= 768
 };
 
 inline bool measured_faster(const GemmParams& p) {
-  if (p.batch != 1) return false;  // bmm / baddbmm: not measured yet
   const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
     if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned))

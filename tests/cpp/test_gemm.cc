@@ -84,7 +84,8 @@ TEST(GemmSupports, LayoutsAndBatches) {
 // each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
 // numbers) stay inside a band of kGroupRows tile rows.
 // The router's measured table (src/gemm/tuned_table.h): flyops where C's rows are not
-// 16-byte aligned and N >= 1000, stock elsewhere, and never without the kernel's support.
+// 16-byte aligned, N >= 1000 and K >= 768, stock elsewhere, and never without the
+// kernel's support.
 TEST(GemmRouter, TableClasses) {
   ASSERT_EQ(gemm_forced(), 0);
   EXPECT_TRUE(gemm_choose(params(4096, 50257, 768), kH200).flyops);
@@ -99,10 +100,14 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(padded, kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(4096, 50257, 768), fake_device_info(8, 0, 108)).flyops);
   EXPECT_FALSE(gemm_choose(params(4097, 4097, 4097), kH200).flyops);  // K = 4097: TMA cannot
-  GemmParams batched = params(2048, 1001, 4096);  // bmm: not measured, stock
-  batched.batch = 2;
-  batched.a.batch_stride = 2048 * 4096, batched.b.batch_stride = 1001 * 4096, batched.batch_stride_c = 2048 * 1001;
-  EXPECT_FALSE(gemm_choose(batched, kH200).flyops);
+  auto batched = [](int64_t M, int64_t N, int64_t K) {
+    GemmParams p = params(M, N, K);
+    p.batch = 8;
+    p.a.batch_stride = M * K, p.b.batch_stride = N * K, p.batch_stride_c = M * N;
+    return p;
+  };
+  EXPECT_TRUE(gemm_choose(batched(2048, 4095, 4096), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128), kH200).flyops);  // short K: stock
 }
 
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {

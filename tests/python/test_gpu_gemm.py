@@ -575,6 +575,20 @@ def test_router_sends_unaligned_rows_to_flyops(shape):
     check_exact(out, bias.double() + want, where, lambda: F.linear(a, b.t(), bias), f"{shape} linear")
 
 
+def test_router_sends_unaligned_batched_rows_to_flyops():
+    """The class holds for bmm too (K >= 768); attention scores over an odd length (short K)
+    stay stock. Exact on small integers either way."""
+    a, b = operands(300, 1003, 776, torch.bfloat16, "nt", batch=3)
+    out, where = went(lambda: a @ b)
+    assert where == "flyops"
+    check_route(a, b, where, forced=False)
+    check_exact(out, ref64(a, b), where, lambda: a @ b, "bmm 3 x 300x1003x776")
+    q, k = operands(1001, 1001, 128, torch.bfloat16, "nt", batch=4)
+    out, where = went(lambda: q @ k)
+    assert where == "stock"
+    check_exact(out, ref64(q, k), where, lambda: q @ k, "scores 4 x 1001x1001x128")
+
+
 # ---- the public API: nn.Linear with autograd, compile, graphs, autocast, determinism ----------
 
 @pytest.mark.usefixtures("ours")
