@@ -557,11 +557,12 @@ def test_router_choice_is_consistent_and_correct():
         ref.check(out, stock, ref64(a, b), torch.bfloat16, K, abs_scale(a, b))
 
 
-@pytest.mark.parametrize("shape", [(2048, 1001, 4096), (16, 50257, 768), (1, 50257, 768), (300, 1003, 136)],
+@pytest.mark.parametrize("shape", [(2048, 1001, 4096), (16, 50257, 768), (1, 50257, 768), (300, 1003, 776)],
                          ids=shape_id)
 def test_router_sends_unaligned_rows_to_flyops(shape):
-    """Mode 0: C's rows not 16-byte aligned (N % 8 != 0) and N >= 1000 are the table's
-    flyops class (cuBLAS is slow there); exact on small integers, F.linear and addmm alike."""
+    """Mode 0: C's rows not 16-byte aligned (N % 8 != 0), N >= 1000 and K >= 768 are the
+    table's flyops class (cuBLAS is slow there); exact on small integers, F.linear and
+    addmm alike."""
     M, N, K = shape
     a, b = operands(M, N, K, torch.bfloat16, "nt")
     bias = ints((N,), torch.bfloat16)
