@@ -66,9 +66,10 @@ int device_sms(int device) {
 template <typename Cfg, typename T, bool kAK, bool kBK, int kCluster>
 Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc) {
   auto* kernel = &flyops_gemm<Cfg, T, kAK, kBK, kCluster>;
-  constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kAK ? 4 : 0) + (kBK ? 2 : 0) + (kCluster - 1);
-  // Per instantiation and device: the shared-memory opt-in, then how many clusters fit.
-  const int resident = per_device_once<Cfg, kId>(p.device, [&] {
+  // Per instantiation (a local type is one per specialization) and device: the
+  // shared-memory opt-in, then how many clusters fit.
+  struct Tag {};
+  const int resident = per_device_once<Tag, 0>(p.device, [&] {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) != cudaSuccess) {
       cudaGetLastError();
       return 0;
@@ -192,9 +193,8 @@ template <typename T, bool kWK, bool kXK, int kMP>
 Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
   auto* kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
   constexpr int kSmem = gemm::DecodeConfig<kMP>::kSmemBytes;
-  struct Tag {};
-  constexpr int kId = (std::is_same_v<T, tile::bf16> ? 0 : 8) + (kWK ? 4 : 0) + (kXK ? 2 : 0) + (kMP == 16 ? 1 : 0);
-  const int ok = per_device_once<Tag, kId>(p.device, [&] {
+  struct Tag {};  // one per specialization: the shared-memory opt-in once per instantiation and device
+  const int ok = per_device_once<Tag, 0>(p.device, [&] {
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess)
       return 1;
     cudaGetLastError();
