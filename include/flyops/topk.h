@@ -36,6 +36,7 @@ struct TopkPlan {
   enum class Kind {
     kStock,
     kWarp,      // one warp per row, the row in registers, k rounds of warp argmax
+    kGroup,     // k <= 8, N <= 512: a few threads per row, sorting networks in registers
     kCluster,   // radix select with the row in shared memory over a cluster of CTAs
     kArgmax,    // k == 1: a streaming arg-max over a cluster of CTAs
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
@@ -61,7 +62,7 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan);
 Status topk_run(const TopkParams& p, const TopkPlan& plan);
 
 // Tuning hook for benchmarks: force a kind (0 stock, 1 warp, 2 cluster, 3 two-stage,
-// 4 arg-max; -1 the router) and a cluster size (0: the router's). Forced plans that cannot
+// 4 arg-max, 5 group; -1 the router) and a cluster size (0: the router's). Forced plans that cannot
 // run fall back to the router's choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 

@@ -10,6 +10,7 @@
 #include "dispatch.h"
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
+#include "group_kernel.cuh"
 #include "warp_kernel.cuh"
 
 namespace flyops::topk {
@@ -38,6 +39,37 @@ struct Launcher {
     if (per_lane <= 8) return warp_e<8>(p);
     if (per_lane <= 16) return warp_e<16>(p);
     return Status::kUnsupported;
+  }
+
+  template <int kG, int kE, int kK>
+  static Status group_gek(const TopkParams& p) {
+    GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, p.values, p.indices};
+    constexpr int kRowsPerCta = kGroupThreads / kG;
+    const int64_t grid = (p.rows + kRowsPerCta - 1) / kRowsPerCta;
+    flyops_topk_group<Keys, kG, kE, kK><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
+    return launch_status();
+  }
+
+  template <int kG, int kE>
+  static Status group_ge(const TopkParams& p) {
+    switch (group_list(p.k)) {
+      case 1: return group_gek<kG, kE, 1>(p);
+      case 2: return group_gek<kG, kE, 2>(p);
+      case 4: return group_gek<kG, kE, 4>(p);
+      default: return group_gek<kG, kE, 8>(p);
+    }
+  }
+
+  static Status group(const TopkParams& p) {
+    if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
+    const GroupShape s = group_shape(p.n);
+    if (s.g == 1) return group_ge<1, 8>(p);
+    if (s.g == 2) return group_ge<2, 8>(p);
+    if (s.g == 4) return group_ge<4, 8>(p);
+    if (s.g == 8 && s.e == 8) return group_ge<8, 8>(p);
+    if (s.g == 8 && s.e == 16) return group_ge<8, 16>(p);
+    if (s.g == 8) return group_ge<8, 32>(p);
+    return group_ge<16, 32>(p);
   }
 
   // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.
@@ -133,6 +165,7 @@ struct Launcher {
     if (p.rows == 0) return Status::kSuccess;
     switch (plan.kind) {
       case TopkPlan::Kind::kWarp: return warp(p);
+      case TopkPlan::Kind::kGroup: return group(p);
       case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster);
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
       case TopkPlan::Kind::kTwoStage: return two(p, plan);

@@ -105,6 +105,11 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   const int forced = g_forced_kind.load(std::memory_order_relaxed);
   const int forced_c = g_forced_cluster.load(std::memory_order_relaxed);
   if (forced == 0) return stock("forced to stock (tuning)");
+  const bool group_fits = p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK;
+  if (forced == 5 && group_fits) {
+    plan.kind = TopkPlan::Kind::kGroup;
+    return plan;
+  }
   if (forced == 1 && p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK) {
     plan.kind = TopkPlan::Kind::kWarp;
     return plan;
@@ -121,6 +126,12 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
 
+  // Short rows: the group kernel where k fits its lists (fewer instructions per row than
+  // the warp kernel's k rounds: docs/perf-notes.md, TopK v8), else the warp kernel.
+  if (group_fits && forced != 2 && forced != 3) {
+    plan.kind = TopkPlan::Kind::kGroup;
+    return plan;
+  }
   if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && forced != 2 && forced != 3) {
     plan.kind = TopkPlan::Kind::kWarp;
     return plan;
@@ -150,6 +161,7 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
   switch (plan.kind) {
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
     case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
+    case TopkPlan::Kind::kGroup: std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kCluster:
       std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;

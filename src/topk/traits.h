@@ -14,6 +14,30 @@ inline constexpr int kWarpRowsPerCta = kWarpThreads / 32;
 inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
 inline constexpr int kWarpMaxK = 32;
 
+// ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
+inline constexpr int kGroupThreads = 128;
+inline constexpr int kGroupMaxN = 512;
+inline constexpr int kGroupMaxK = 8;
+
+// Threads per row and elements per thread for a row of n <= kGroupMaxN: eight elements per
+// thread up to 64, then longer per-thread runs (sorted locally, which is cheaper than a
+// shuffle merge) up to 32, then wider groups.
+struct GroupShape {
+  int g = 0, e = 0;
+};
+FLYOPS_HD GroupShape group_shape(int64_t n) {
+  if (n <= 8) return {1, 8};
+  if (n <= 16) return {2, 8};
+  if (n <= 32) return {4, 8};
+  if (n <= 64) return {8, 8};
+  if (n <= 128) return {8, 16};
+  if (n <= 256) return {8, 32};
+  return {16, 32};
+}
+
+// List length of the group kernel: k rounded up to a power of two.
+FLYOPS_HD int group_list(int64_t k) { return k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 4 : 8; }
+
 // ---- arg-max kernel (k == 1 on long rows) -----------------------------------------------------
 inline constexpr int kArgmaxThreads = 512;
 inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most

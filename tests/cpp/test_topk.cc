@@ -133,8 +133,11 @@ TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16K
 TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
 
 TEST(TopkRoute, KernelPerShapeClass) {
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_warp<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_warp<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 1, 512, 8)), "flyops_topk_group<fp16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 256, 9)), "flyops_topk_warp<fp32>");  // k past the lists
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_cluster<fp32,c1>");  // row past both
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
@@ -181,9 +184,29 @@ TEST(TopkRoute, PlansFit) {
               EXPECT_TRUE(topk::cluster_geometry(plan.seg_len, plan.seg_cluster,
                                                  static_cast<int>(dtype_size(t)), k, false).fits);
             }
+            if (plan.kind == TopkPlan::Kind::kGroup) {
+              EXPECT_LE(n, topk::kGroupMaxN);
+              EXPECT_LE(k, topk::kGroupMaxK);
+            }
             if (plan.kind == TopkPlan::Kind::kWarp) {
               EXPECT_LE(n, topk::kWarpMaxN);
               EXPECT_LE(k, topk::kWarpMaxK);
             }
           }
+}
+
+// The group kernel's shape covers every row it takes, with whole groups in a warp and whole
+// sorting chunks per thread.
+TEST(TopkGroup, ShapeCoversTheRow) {
+  for (int64_t n = 1; n <= topk::kGroupMaxN; ++n) {
+    const topk::GroupShape s = topk::group_shape(n);
+    EXPECT_GE(int64_t{s.g} * s.e, n);
+    EXPECT_TRUE(s.g >= 1 && s.g <= 32 && (s.g & (s.g - 1)) == 0);
+    EXPECT_EQ(s.e % topk::kGroupMaxK, 0);
+    EXPECT_EQ(topk::kGroupThreads % s.g, 0);
+  }
+  for (int64_t k = 1; k <= topk::kGroupMaxK; ++k) {
+    const int l = topk::group_list(k);
+    EXPECT_TRUE(l >= k && l < 2 * k + (k == 1) && (l & (l - 1)) == 0);
+  }
 }

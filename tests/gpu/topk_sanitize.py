@@ -25,13 +25,17 @@ def main():
     cases = 0
     force = torch.ops.flyops._topk_force
     for dtype in (torch.float32, torch.bfloat16):
-        for rows, n, k in ((3, 1, 1), (5, 33, 7), (64, 256, 8), (7, 1000, 32), (2, 4097, 50),
+        for rows, n, k in ((3, 1, 1), (37, 8, 8), (5, 33, 7), (64, 256, 8), (9, 512, 3), (7, 1000, 32), (2, 4097, 50),
                            (2, 131071, 1024), (1, 262144, 20)):
             x = torch.randn(rows, n + 1, device="cuda").to(dtype)[:, 1:]  # misaligned rows
             for xx in (x, x.contiguous()):
                 for largest, sorted in ((True, True), (False, False)):
                     cases += 1
                     failures += not check(xx, k, largest, sorted)
+        force(1, 0)  # the warp kernel where the group kernel would take the call
+        x = torch.randn(37, 201, device="cuda").to(dtype)[:, 1:]
+        cases += 1
+        failures += not check(x, 6)
         for c in (1, 2, 16):
             force(2, c)
             x = torch.randn(2, 40000, device="cuda").to(dtype)

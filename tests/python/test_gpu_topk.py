@@ -230,7 +230,28 @@ def x_bytes(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_group_kernel_every_shape(dtype):
+    """Each group shape at its edges, every list length, 37 rows (a partial last CTA)."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    for N in (1, 2, 7, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 255, 256, 257, 511, 512):
+        x = randn((37, N), dtype)
+        ks = sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)})
+        assert torch.ops.flyops._route_topk(x, ks[-1]).startswith("flyops_topk_group")
+        for k in ks:
+            assert_same_as_stock(x, k)
+            assert_same_as_stock(x, k, largest=False, sorted=False)
+        for kind in SPECIAL:
+            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
+            for k in sorted({1, min(N, 8)}):
+                assert_same_as_stock(xs, k)
+                assert_same_as_stock(xs, k, largest=False)
+    assert_same_as_stock(randn((9, 300), dtype)[:, 1:], 8)  # misaligned rows
+    assert_same_as_stock(randn((3, 5, 7, 64), dtype), 6)  # leading dims fold into rows
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_warp_kernel_every_width(dtype):
+    torch.ops.flyops._topk_force(1, 0)  # k <= 8 would go to the group kernel
     for N in (1, 5, 32, 33, 64, 65, 200, 512, 513, 1024):
         x = randn((37, N), dtype)
         for k in sorted({1, min(N, 8), min(N, 32)}):
@@ -367,8 +388,10 @@ def test_log_and_profiler_names(capfd):
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.topk(x, 50)
         torch.topk(randn((4096, 128), torch.float32), 8)
+        torch.topk(randn((4096, 128), torch.float32), 20)
         torch.cuda.synchronize()
     names = [e.name for e in prof.events()]
     assert "flyops::topk" in names
     assert any(n.startswith("void flyops_topk_cluster") or n.startswith("flyops_topk_cluster") for n in names)
+    assert any("flyops_topk_group" in n for n in names)
     assert any("flyops_topk_warp" in n for n in names)

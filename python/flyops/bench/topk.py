@@ -169,7 +169,8 @@ def plot(result, path):
 
 
 TUNE_SHAPES = [(r, n, k) for r in (1, 64, 256) for n in (32000, 128256, 262144) for k in (1, 50, 1024)] + \
-    [(4096, 8192, 64), (1, 1 << 24, 100)]
+    [(4096, 8192, 64), (1, 1 << 24, 100)] + \
+    [(r, n, k) for r in (1, 4096, 65536) for n in (8, 64, 256) for k in (1, 8)]  # group vs warp
 
 
 def tune(timer):
@@ -185,13 +186,14 @@ def tune(timer):
             entry = {"rows": rows, "N": n, "k": k, "dtype": dt, "stock_ms": round(stock, 5),
                      "router": torch.ops.flyops._route_topk(x, k), "router_ms": round(timer.device_ms(fn), 5),
                      "forced": {}}
-            kinds = [(2, c) for c in (1, 2, 4, 8, 16)] + [(3, 0)] + \
+            kinds = [(1, 0), (5, 0)] if n <= 512 else [(2, c) for c in (1, 2, 4, 8, 16)] + [(3, 0)] + \
                 ([(4, c) for c in (1, 2, 4, 8, 16)] if k == 1 else [])
             for kind, c in kinds:
                 torch.ops.flyops._topk_force(kind, c)
                 try:
                     name = torch.ops.flyops._route_topk(x, k)
                     if (kind in (2, 4) and f"c{c}>" not in name) or (kind == 3 and "two_stage" not in name) \
+                            or (kind == 1 and "warp" not in name) or (kind == 5 and "group" not in name) \
                             or name in entry["forced"]:
                         continue
                     entry["forced"][name] = round(timer.device_ms(fn), 5)
