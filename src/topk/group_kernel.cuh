@@ -1,4 +1,4 @@
-// Short rows with a small k (MoE routing: N <= 512, k <= 8): kG threads per row, kE
+// Short rows with a small k (MoE routing: N <= 64, k <= 8): kG threads per row, kE
 // elements each in registers, no shared memory and no scratch. Every element becomes one
 // composite integer, its order key above its complemented position, so composites are
 // unique and the larger one is the better element; NaNs, which share one key, then go to
@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "flyops/tile/arch.h"
+#include "flyops/tile/vec.h"
 #include "keys.h"
 #include "traits.h"
 
@@ -86,7 +87,8 @@ FLYOPS_DEVICE void fold_desc(T* best, const T* other_reversed) {
 }  // namespace flyops::topk
 
 // Global namespace: profiler and ncu names start with flyops_.
-template <typename Keys, int kG, int kE, int kK>
+// kVec: 16-byte loads (rows 16-byte aligned, n a multiple of their width), else scalar.
+template <typename Keys, int kG, int kE, int kK, bool kVec>
 __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group(flyops::topk::GroupArgs a) {
   using namespace flyops;
   using namespace flyops::topk;
@@ -96,6 +98,8 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   static_assert(kG >= 1 && kG <= 32 && (kG & (kG - 1)) == 0, "groups tile a warp");
   static_assert(kE % kK == 0, "whole chunks");
   constexpr int kRowsPerCta = kGroupThreads / kG;
+  constexpr int kV = kVec ? 16 / int(sizeof(Raw)) : 1;  // elements per load
+  static_assert(kE % kV == 0, "whole vectors");
 
   // Rows past the end still take part in the shuffles (full-warp masks); they write nothing.
   const int g = threadIdx.x % kG;
@@ -104,12 +108,31 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   const int n = valid ? static_cast<int>(a.n) : 0;
   const Raw* xr = static_cast<const Raw*>(a.x) + (valid ? row : 0) * a.row_stride;
 
-  // Element j * kG + g: a group's loads of one j are adjacent.
+  // Load j of each thread of a group covers adjacent elements (or vectors): element jj of
+  // a thread sits at position pos(jj). All loads are issued before the first key is made
+  // (left to itself, the compiler interleaves them with the sorts and a row's loads wait
+  // for each other); loads past the row read its start (every row has one; rows past the
+  // end read row 0).
+  auto pos = [&](int jj) { return ((jj / kV) * kG + g) * kV + jj % kV; };
+  Raw raw[kE];
+#pragma unroll
+  for (int j = 0; j < kE / kV; ++j) {
+    const int i = pos(j * kV);
+    if constexpr (kVec) {
+      const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
+      const Raw* e = reinterpret_cast<const Raw*>(&w);
+#pragma unroll
+      for (int v = 0; v < kV; ++v) raw[j * kV + v] = e[v];
+    } else {
+      raw[j] = tile::load_now(xr + (i < n ? i : 0));
+    }
+  }
   T v[kE];
 #pragma unroll
-  for (int j = 0; j < kE; ++j) {
-    const int i = j * kG + g;
-    v[j] = i < n ? C::make(order_key<Keys>(__ldg(xr + i), a.largest), i) : T{0};
+  for (int jj = 0; jj < kE; ++jj) {
+    const int i = pos(jj);
+    const T live = T{0} - T{i < n};  // a mask, not a branch the loads could sink into
+    v[jj] = C::make(order_key<Keys>(raw[jj], a.largest), i) & live;
   }
 
   T best[kK];

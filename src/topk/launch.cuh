@@ -46,7 +46,14 @@ struct Launcher {
     GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, p.values, p.indices};
     constexpr int kRowsPerCta = kGroupThreads / kG;
     const int64_t grid = (p.rows + kRowsPerCta - 1) / kRowsPerCta;
-    flyops_topk_group<Keys, kG, kE, kK><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
+    // 16-byte loads when every row starts 16-byte aligned and holds whole vectors.
+    constexpr int kV = 16 / sizeof(Raw);
+    const bool vec = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && p.n % kV == 0 &&
+                     (p.rows == 1 || p.x_row_stride % kV == 0);
+    if (vec)
+      flyops_topk_group<Keys, kG, kE, kK, true><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
+    else
+      flyops_topk_group<Keys, kG, kE, kK, false><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
     return launch_status();
   }
 
@@ -66,10 +73,7 @@ struct Launcher {
     if (s.g == 1) return group_ge<1, 8>(p);
     if (s.g == 2) return group_ge<2, 8>(p);
     if (s.g == 4) return group_ge<4, 8>(p);
-    if (s.g == 8 && s.e == 8) return group_ge<8, 8>(p);
-    if (s.g == 8 && s.e == 16) return group_ge<8, 16>(p);
-    if (s.g == 8) return group_ge<8, 32>(p);
-    return group_ge<16, 32>(p);
+    return group_ge<8, 8>(p);
   }
 
   // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.

@@ -15,13 +15,13 @@ inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
 inline constexpr int kWarpMaxK = 32;
 
 // ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
+// Up to 64 elements; longer rows go to the warp kernel, whose threshold pass does less work
+// per row there (docs/perf-notes.md, TopK v8).
 inline constexpr int kGroupThreads = 128;
-inline constexpr int kGroupMaxN = 512;
+inline constexpr int kGroupMaxN = 64;
 inline constexpr int kGroupMaxK = 8;
 
-// Threads per row and elements per thread for a row of n <= kGroupMaxN: eight elements per
-// thread up to 64, then longer per-thread runs (sorted locally, which is cheaper than a
-// shuffle merge) up to 32, then wider groups.
+// Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each.
 struct GroupShape {
   int g = 0, e = 0;
 };
@@ -29,10 +29,7 @@ FLYOPS_HD GroupShape group_shape(int64_t n) {
   if (n <= 8) return {1, 8};
   if (n <= 16) return {2, 8};
   if (n <= 32) return {4, 8};
-  if (n <= 64) return {8, 8};
-  if (n <= 128) return {8, 16};
-  if (n <= 256) return {8, 32};
-  return {16, 32};
+  return {8, 8};
 }
 
 // List length of the group kernel: k rounded up to a power of two.

@@ -1,14 +1,25 @@
 // Short rows (MoE routing): one warp per row, the row in registers (kE elements per lane,
-// lane-strided so loads coalesce), rounds of a warp-wide max over 32-bit order keys. A round
-// takes every lane whose best key is the maximum at once (equal non-NaN keys have equal
-// bits, so any of them will do), which also makes the output come out sorted. When the
-// maximum is the NaN key, NaN bits differ and stock takes the lowest positions: that round
-// reduces (key, position) composites instead and takes one element. No scratch memory.
+// lane-strided so loads coalesce). Two ways to pick the k best, both exact:
+//
+//   threshold  (k >= 3) T = the k-th largest of the 32 lane maxima (with multiplicity) is
+//              at most the row's k-th largest key, so every element of the answer has a key
+//              >= T, and on real data few others do. When at most 64 elements pass, they
+//              are compacted through shared memory into two composites (order key :
+//              ~position) per lane and k warp-wide arg-max rounds over those pick the
+//              answer: unique composites, so NaN ties go to the lowest positions as in stock.
+//   rounds     (k <= 2, or too many elements pass: heavy ties) rounds of a warp-wide max
+//              over the keys. A round takes every lane whose best key is the maximum at
+//              once (equal non-NaN keys have equal bits, so any of them will do). When the
+//              maximum is the NaN key, NaN bits differ and stock takes the lowest positions:
+//              that round reduces composites instead and takes one element.
+//
+// Both emit in order, so the output comes out sorted. No global scratch memory.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
+#include "flyops/tile/vec.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
 #include "traits.h"
@@ -36,6 +47,8 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   static_assert(kE <= 32, "live mask is one word");
+  constexpr int kCandPerLane = 2;
+  __shared__ uint64_t cand[kWarpRowsPerCta][kCandPerLane * tile::kWarpSize];
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerCta + tile::warp_id();
   if (row >= a.rows) return;  // whole warps leave together
   const int lane = tile::lane_id();
@@ -43,16 +56,79 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
   const bool largest = a.largest;
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
 
+  // All loads in flight before the first key (past the row: element 0, no branch).
+  Raw raw[kE];
+#pragma unroll
+  for (int j = 0; j < kE; ++j) {
+    const int i = lane + j * tile::kWarpSize;
+    raw[j] = tile::load_now(xr + (i < n ? i : 0));
+  }
   uint32_t key[kE];
   uint32_t live = 0;
 #pragma unroll
   for (int j = 0; j < kE; ++j) {
     const int i = lane + j * tile::kWarpSize;
-    key[j] = i < n ? order_key<Keys>(__ldg(xr + i), largest) : 0u;
+    key[j] = i < n ? order_key<Keys>(raw[j], largest) : 0u;
     live |= i < n ? (1u << j) : 0u;
   }
   Raw* vr = static_cast<Raw*>(a.values) + row * a.k;
   int64_t* ir = a.indices + row * a.k;
+  auto emit = [&](int r, uint32_t k32, uint32_t pos) {
+    vr[r] = is_nan_key<Keys>(k32, largest) ? xr[pos] : static_cast<Raw>(raw_of_order_key<Keys>(k32, largest));
+    ir[r] = pos;
+  };
+
+  if (a.k >= 3) {
+    // T: rounds over the lane maxima until k of them are taken.
+    uint32_t m = 0;
+#pragma unroll
+    for (int j = 0; j < kE; ++j) m = (live >> j & 1u) && key[j] > m ? key[j] : m;
+    bool alive = live != 0;
+    int taken = 0;
+    uint32_t t = 0;
+    for (;;) {
+      const uint32_t top = tile::warp_max_u32(alive ? m : 0u);
+      const uint32_t ball = __ballot_sync(0xffffffffu, alive && m == top);
+      taken += __popc(ball);
+      t = top;
+      if (taken >= a.k || top == 0) break;  // no key is below 0
+      if (ball >> lane & 1u) alive = false;
+    }
+    uint32_t pass = 0;
+#pragma unroll
+    for (int j = 0; j < kE; ++j) pass |= (live >> j & 1u) && key[j] >= t ? (1u << j) : 0u;
+    const int mine = __popc(pass);
+    const int total = static_cast<int>(__reduce_add_sync(0xffffffffu, static_cast<uint32_t>(mine)));
+    if (total <= kCandPerLane * tile::kWarpSize) {
+      int before = mine;  // inclusive prefix over lanes, then made exclusive
+#pragma unroll
+      for (int off = 1; off < tile::kWarpSize; off <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, before, off);
+        if (lane >= off) before += v;
+      }
+      before -= mine;
+      uint64_t* buf = cand[tile::warp_id()];
+#pragma unroll
+      for (int j = 0; j < kE; ++j) {
+        if (pass >> j & 1u) {
+          const uint32_t pos = static_cast<uint32_t>(lane + j * tile::kWarpSize);
+          buf[before++] = (uint64_t{key[j]} << 32) | (0xffffffffu - pos);
+        }
+      }
+      __syncwarp();
+      uint64_t c0 = lane < total ? buf[lane] : 0, c1 = lane + 32 < total ? buf[lane + 32] : 0;
+      for (int r = 0; r < a.k; ++r) {
+        const uint64_t mine_best = c0 > c1 ? c0 : c1;
+        const uint64_t top = tile::warp_max_u64(mine_best);
+        if (mine_best == top) {  // composites are unique: one lane
+          emit(r, static_cast<uint32_t>(top >> 32), 0xffffffffu - static_cast<uint32_t>(top));
+          (c0 == top ? c0 : c1) = 0;
+        }
+      }
+      return;
+    }
+  }
+
   for (int r = 0; r < a.k;) {
     uint32_t best = 0;
 #pragma unroll
@@ -85,8 +161,7 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
       const uint64_t win = tile::warp_max_u64(bc);
       if (bc == win && win != 0) {
         const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(win);
-        vr[r] = xr[pos];
-        ir[r] = pos;
+        emit(r, static_cast<uint32_t>(win >> 32), pos);
         live &= ~(1u << (pos / tile::kWarpSize));
       }
       r += 1;

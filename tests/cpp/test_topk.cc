@@ -133,10 +133,12 @@ TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16K
 TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
 
 TEST(TopkRoute, KernelPerShapeClass) {
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_group<bf16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat16, 1, 512, 8)), "flyops_topk_group<fp16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 256, 9)), "flyops_topk_warp<fp32>");  // k past the lists
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 8, 6)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 1, 33, 8)), "flyops_topk_group<fp16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_warp<fp32>");  // row past the group
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_warp<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 9)), "flyops_topk_warp<fp32>");  // k past the lists
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_cluster<fp32,c1>");  // row past both
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
@@ -202,7 +204,7 @@ TEST(TopkGroup, ShapeCoversTheRow) {
     const topk::GroupShape s = topk::group_shape(n);
     EXPECT_GE(int64_t{s.g} * s.e, n);
     EXPECT_TRUE(s.g >= 1 && s.g <= 32 && (s.g & (s.g - 1)) == 0);
-    EXPECT_EQ(s.e % topk::kGroupMaxK, 0);
+    EXPECT_EQ(s.e, topk::kGroupMaxK);
     EXPECT_EQ(topk::kGroupThreads % s.g, 0);
   }
   for (int64_t k = 1; k <= topk::kGroupMaxK; ++k) {

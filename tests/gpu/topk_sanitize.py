@@ -25,7 +25,7 @@ def main():
     cases = 0
     force = torch.ops.flyops._topk_force
     for dtype in (torch.float32, torch.bfloat16):
-        for rows, n, k in ((3, 1, 1), (37, 8, 8), (5, 33, 7), (64, 256, 8), (9, 512, 3), (7, 1000, 32), (2, 4097, 50),
+        for rows, n, k in ((3, 1, 1), (37, 8, 8), (5, 33, 7), (64, 64, 8), (64, 256, 8), (9, 512, 3), (7, 1000, 32), (2, 4097, 50),
                            (2, 131071, 1024), (1, 262144, 20)):
             x = torch.randn(rows, n + 1, device="cuda").to(dtype)[:, 1:]  # misaligned rows
             for xx in (x, x.contiguous()):

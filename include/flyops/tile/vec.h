@@ -117,6 +117,25 @@ FLYOPS_DEVICE R ld(const R* p) {
 }
 }  // namespace detail
 
+// A scalar read-only load that stays where it is written (asm volatile): the compiler
+// neither sinks it into a branch beside its use nor re-issues it later to save registers,
+// so a run of them is in flight at once.
+FLYOPS_DEVICE uint32_t load_now(const uint32_t* p) {
+  uint32_t r;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
+FLYOPS_DEVICE uint16_t load_now(const uint16_t* p) {
+  uint16_t r;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
+}
+FLYOPS_DEVICE uint4 load_now(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
 template <CachePolicy P = CachePolicy::kDefault, typename T, int kN>
 FLYOPS_DEVICE void load(Vec<T, kN>& dst, const T* src) {
   using V = Vec<T, kN>;
