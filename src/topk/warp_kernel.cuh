@@ -117,14 +117,16 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
       }
       __syncwarp();
       uint64_t c0 = lane < total ? buf[lane] : 0, c1 = lane + 32 < total ? buf[lane + 32] : 0;
+      // Every lane sees each round's winner; lane r keeps the r-th, and the k lanes write
+      // together (one round, one single-element store would scatter).
+      uint64_t mine_out = 0;
       for (int r = 0; r < a.k; ++r) {
         const uint64_t mine_best = c0 > c1 ? c0 : c1;
         const uint64_t top = tile::warp_max_u64(mine_best);
-        if (mine_best == top) {  // composites are unique: one lane
-          emit(r, static_cast<uint32_t>(top >> 32), 0xffffffffu - static_cast<uint32_t>(top));
-          (c0 == top ? c0 : c1) = 0;
-        }
+        if (mine_best == top) (c0 == top ? c0 : c1) = 0;  // composites are unique: one lane
+        if (lane == r) mine_out = top;
       }
+      if (lane < a.k) emit(lane, static_cast<uint32_t>(mine_out >> 32), 0xffffffffu - static_cast<uint32_t>(mine_out));
       return;
     }
   }
