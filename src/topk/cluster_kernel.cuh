@@ -15,11 +15,12 @@
 // when the k-th key is NaN, whose ties must go to the lowest positions as in stock (NaN
 // bits differ; other tied elements have equal bits, so any of them will do).
 // Output slots are handed out by atomic counters in rank 0. When sorted, elements go to
-// rank 0's shared memory instead and rank 0 sorts them (bitonic) before writing.
+// rank 0's shared memory instead and rank 0 sorts them (block_sort.cuh) before writing.
 #pragma once
 
 #include <cstdint>
 
+#include "block_sort.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/warp.h"
@@ -503,30 +504,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   const int P = a.sort_cap;
   for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
   __syncthreads();
-  // A warp owns 64 consecutive elements per pass over the pairs, so stages whose pairs
-  // are closer than 64 (and whose successor's are too) need only the warp's barrier.
-  for (int size = 2; size <= P; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int t = tid; t < P / 2; t += kThreads) {
-        const int i = 2 * t - (t & (stride - 1));
-        const int j = i + stride;
-        const bool desc = (i & size) == 0;
-        const uint64_t ki = sort_key[i], kj = sort_key[j];
-        if ((ki < kj) == desc) {
-          sort_key[i] = kj;
-          sort_key[j] = ki;
-          const uint32_t vi = sort_val[i];
-          sort_val[i] = sort_val[j];
-          sort_val[j] = vi;
-        }
-      }
-      const int next = stride > 1 ? stride >> 1 : size;  // the next stage's distance
-      if (stride >= 64 || next >= 64)
-        __syncthreads();
-      else
-        __syncwarp();
-    }
-  }
+  block_sort_desc<kThreads>(sort_key, sort_val, P);
   for (int r = tid; r < k; r += kThreads) {
     vals_out[r] = static_cast<Raw>(sort_val[r]);
     idx_out[r] = 0xffffffffu - static_cast<uint32_t>(sort_key[r]);

@@ -159,33 +159,47 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
     fold_desc<kK>(best, rev);
   }
 
-  // Outputs through shared memory: a CTA's rows are consecutive, so its outputs form one
-  // block, written with adjacent threads on adjacent elements (a thread writing its own
-  // row's k would scatter single-element stores k apart).
-  __shared__ Raw s_val[kRowsPerCta * kK];
-  __shared__ int64_t s_idx[kRowsPerCta * kK];
-  const int local = threadIdx.x / kG;
-  if (valid) {
+  // Output i of the row comes from thread i % kG. With one output per thread (kG >= kK) a
+  // warp's stores already cover adjacent elements. With several, they would go out as
+  // single-element stores k apart, so they pass through shared memory: a CTA's rows are
+  // consecutive, so its outputs form one block, written with adjacent threads on adjacent
+  // elements.
+  auto value_of = [&](uint32_t key, uint32_t p) -> Raw {
+    // NaNs share one key: their bits come from the element itself.
+    return is_nan_key<Keys>(key, a.largest) ? xr[p] : static_cast<Raw>(raw_of_order_key<Keys>(key, a.largest));
+  };
+  if constexpr (kG >= kK) {
+    T mine = 0;  // best[g], chosen without a dynamic register index
 #pragma unroll
-    for (int i = 0; i < kK; ++i) {
-      if (i % kG != g || i >= a.k) continue;
-      const uint32_t key = C::key(best[i]);
-      const uint32_t p = C::pos(best[i]);
-      // NaNs share one key: their bits come from the element itself.
-      s_val[local * a.k + i] =
-          is_nan_key<Keys>(key, a.largest) ? xr[p] : static_cast<Raw>(raw_of_order_key<Keys>(key, a.largest));
-      s_idx[local * a.k + i] = p;
+    for (int i = 0; i < kK; ++i) mine = i == g ? best[i] : mine;
+    if (valid && g < a.k) {
+      const uint32_t key = C::key(mine), p = C::pos(mine);
+      static_cast<Raw*>(a.values)[row * a.k + g] = value_of(key, p);
+      a.indices[row * a.k + g] = p;
     }
-  }
-  __syncthreads();
-  const int64_t row0 = int64_t(blockIdx.x) * kRowsPerCta;
-  const int rows_here = static_cast<int>(a.rows - row0 < kRowsPerCta ? a.rows - row0 : kRowsPerCta);
-  const int count = rows_here * a.k;
-  Raw* vr = static_cast<Raw*>(a.values) + row0 * a.k;
-  int64_t* ir = a.indices + row0 * a.k;
-  for (int t = threadIdx.x; t < count; t += kGroupThreads) {
-    vr[t] = s_val[t];
-    ir[t] = s_idx[t];
+  } else {
+    __shared__ Raw s_val[kRowsPerCta * kK];
+    __shared__ int64_t s_idx[kRowsPerCta * kK];
+    const int local = threadIdx.x / kG;
+    if (valid) {
+#pragma unroll
+      for (int i = 0; i < kK; ++i) {
+        if (i % kG != g || i >= a.k) continue;
+        const uint32_t key = C::key(best[i]), p = C::pos(best[i]);
+        s_val[local * a.k + i] = value_of(key, p);
+        s_idx[local * a.k + i] = p;
+      }
+    }
+    __syncthreads();
+    const int64_t row0 = int64_t(blockIdx.x) * kRowsPerCta;
+    const int rows_here = static_cast<int>(a.rows - row0 < kRowsPerCta ? a.rows - row0 : kRowsPerCta);
+    const int count = rows_here * a.k;
+    Raw* vr = static_cast<Raw*>(a.values) + row0 * a.k;
+    int64_t* ir = a.indices + row0 * a.k;
+    for (int t = threadIdx.x; t < count; t += kGroupThreads) {
+      vr[t] = s_val[t];
+      ir[t] = s_idx[t];
+    }
   }
 }
 

@@ -211,6 +211,19 @@ def test_cluster_sizes(cluster, dtype):
                 assert_same_as_stock(x, k, largest=largest, sorted=sorted)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_sort_every_width(dtype):
+    """The final sort at every power-of-two width and either side of it (register passes for
+    pairs closer than 64, shared-memory stages beyond), on ordinary rows and with ties/NaNs."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    x = randn((2, 30000), dtype)
+    mixed = torch.stack([special_row(30000, dtype, "mixed", gen) for _ in range(2)]).cuda()
+    for k in (2, 3, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1025, 2047, 2049, 4096):
+        assert_same_as_stock(x, k)
+        assert_same_as_stock(x, k, largest=False)
+        assert_same_as_stock(mixed, k)
+
+
 @pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_argmax_cluster_sizes(cluster, dtype):
