@@ -24,11 +24,35 @@ FLYOPS_DEVICE void exchange_keep(uint64_t& k, uint32_t& v, int s, bool want_max)
   }
 }
 
-// Stages of bitonic `size` with strides from `first` down to 1, over the 64 elements at
-// `base` (element base + lane + 32 r in register r). Elements past p read as 0 (below every
-// composite) and are not written back. All lanes call it.
-FLYOPS_DEVICE void warp_stages(uint64_t* key, uint32_t* val, int p, int base, int size_lo, int size_hi,
-                               int first) {
+// Compare-exchange of stage (size, s) on the two registers of a lane (element base + lane
+// + 32 r in register r).
+FLYOPS_DEVICE void warp_stage(uint64_t (&k)[2], uint32_t (&v)[2], int base, int size, int s) {
+  const int lane = threadIdx.x & 31;
+  if (s == 32) {  // the pair is this lane's two registers
+    const bool desc = ((base + lane) & size) == 0;
+    if ((k[0] < k[1]) == desc) {
+      const uint64_t tk = k[0];
+      k[0] = k[1];
+      k[1] = tk;
+      const uint32_t tv = v[0];
+      v[0] = v[1];
+      v[1] = tv;
+    }
+  } else {
+    const bool lower = (lane & s) == 0;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool desc = ((base + lane + 32 * r) & size) == 0;
+      exchange_keep(k[r], v[r], s, lower == desc);
+    }
+  }
+}
+
+// Over the 64 elements at `base`: every stage of sizes 2..64 (kFirstPass), or the stages of
+// `size` with strides 32..1. Elements past p read as 0 (below every composite) and are not
+// written back. All lanes call it.
+template <bool kFirstPass>
+FLYOPS_DEVICE void warp_stages(uint64_t* key, uint32_t* val, int p, int base, int size) {
   const int lane = threadIdx.x & 31;
   uint64_t k[2];
   uint32_t v[2];
@@ -38,27 +62,18 @@ FLYOPS_DEVICE void warp_stages(uint64_t* key, uint32_t* val, int p, int base, in
     k[r] = e < p ? key[e] : 0;
     v[r] = e < p ? val[e] : 0;
   }
-  for (int size = size_lo; size <= size_hi; size <<= 1) {
-    for (int s = size == size_lo ? first : size / 2; s > 0; s >>= 1) {
-      if (s == 32) {  // the pair is this lane's two registers
-        const bool desc = ((base + lane) & size) == 0;
-        if ((k[0] < k[1]) == desc) {
-          const uint64_t tk = k[0];
-          k[0] = k[1];
-          k[1] = tk;
-          const uint32_t tv = v[0];
-          v[0] = v[1];
-          v[1] = tv;
-        }
-      } else {
-        const bool lower = (lane & s) == 0;
+  if constexpr (kFirstPass) {
+    // Sizes in a loop, strides unrolled: full unrolling takes 60+ registers in the
+    // cluster kernel, which then fits fewer CTAs per SM.
+#pragma unroll 1
+    for (int sz = 2; sz <= 64; sz <<= 1) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const bool desc = ((base + lane + 32 * r) & size) == 0;
-          exchange_keep(k[r], v[r], s, lower == desc);
-        }
-      }
+      for (int s = 32; s > 0; s >>= 1)
+        if (s < sz) warp_stage(k, v, base, sz, s);
     }
+  } else {
+#pragma unroll
+    for (int s = 32; s > 0; s >>= 1) warp_stage(k, v, base, size, s);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -78,7 +93,7 @@ FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
   const int tid = threadIdx.x, warp = tid >> 5;
   // Sizes up to 64 (all of a sort of at most 64, padded) in one register pass per chunk.
   for (int base = warp * 64; base < (p < 64 ? 64 : p); base += kWarps * 64)
-    detail::warp_stages(key, val, p, base, 2, 64, 1);
+    detail::warp_stages<true>(key, val, p, base, 64);
   __syncthreads();
   for (int size = 128; size <= p; size <<= 1) {
     for (int stride = size >> 1; stride >= 64; stride >>= 1) {
@@ -97,7 +112,7 @@ FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
       }
       __syncthreads();
     }
-    for (int base = warp * 64; base < p; base += kWarps * 64) detail::warp_stages(key, val, p, base, size, size, 32);
+    for (int base = warp * 64; base < p; base += kWarps * 64) detail::warp_stages<false>(key, val, p, base, size);
     __syncthreads();
   }
 }

@@ -20,6 +20,7 @@
 #include "flyops/tile/layout.h"
 #include "flyops/tile/pipeline.h"
 #include "flyops/tile/tma.h"
+#include "flyops/tile/vec.h"
 #include "flyops/tile/wgmma.h"
 #include "flyops/tile/wgmma_ops.h"
 #include "reference/numeric.h"
@@ -432,6 +433,45 @@ void test_gemm_fresh_thread() {
 
 }  // namespace
 
+// ---- load_now: scalar 16/32-bit and 16-byte read-only loads, all issued before any use ----
+__global__ void load_now_kernel(const uint16_t* h, const uint32_t* w, const uint4* q, uint32_t* out) {
+  const int t = threadIdx.x;
+  const uint16_t a = load_now(h + t);
+  const uint32_t b = load_now(w + t);
+  const uint4 c = load_now(q + t);
+  out[t] = a ^ b ^ c.x ^ (c.y << 1) ^ (c.z << 2) ^ (c.w << 3);
+}
+
+void test_load_now() {
+  constexpr int kN = 64;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint16_t> h(kN);
+  std::vector<uint32_t> w(kN), q(4 * kN), expect(kN);
+  for (auto& v : h) v = static_cast<uint16_t>(rng());
+  for (auto& v : w) v = rng();
+  for (auto& v : q) v = rng();
+  for (int t = 0; t < kN; ++t)
+    expect[t] = h[t] ^ w[t] ^ q[4 * t] ^ (q[4 * t + 1] << 1) ^ (q[4 * t + 2] << 2) ^ (q[4 * t + 3] << 3);
+  uint16_t* dh;
+  uint32_t *dw, *dq, *dout;
+  CHECK_CUDA(cudaMalloc(&dh, kN * 2));
+  CHECK_CUDA(cudaMalloc(&dw, kN * 4));
+  CHECK_CUDA(cudaMalloc(&dq, kN * 16));
+  CHECK_CUDA(cudaMalloc(&dout, kN * 4));
+  CHECK_CUDA(cudaMemcpy(dh, h.data(), kN * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dw, w.data(), kN * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dq, q.data(), kN * 16, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dout, 0xff, kN * 4));
+  load_now_kernel<<<1, kN>>>(dh, dw, reinterpret_cast<const uint4*>(dq), dout);
+  std::vector<uint32_t> got(kN);
+  CHECK_CUDA(cudaMemcpy(got.data(), dout, kN * 4, cudaMemcpyDeviceToHost));
+  report("load_now u16/u32/16-byte", got == expect);
+  cudaFree(dh);
+  cudaFree(dw);
+  cudaFree(dq);
+  cudaFree(dout);
+}
+
 int main() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -440,6 +480,7 @@ int main() {
   }
   test_gemm_fresh_thread();  // first, before this program's other threads matter
   test_tma_map_cache();
+  test_load_now();
   test_tma_load(false);
   test_tma_load(true);
   test_tma_store();

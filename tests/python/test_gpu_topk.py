@@ -365,8 +365,11 @@ def test_autograd_matches_stock():
     assert torch.equal(go, gs)
 
 
-def test_torch_compile_reaches_flyops():
-    x = randn((256, 128), torch.bfloat16)
+@pytest.mark.parametrize("experts", [64, 128])  # the group kernel, the warp kernel
+def test_torch_compile_reaches_flyops(experts):
+    x = randn((256, experts), torch.bfloat16)
+    assert torch.ops.flyops._route_topk(x, 8).startswith(
+        "flyops_topk_group" if experts <= 64 else "flyops_topk_warp")
 
     @torch.compile(fullgraph=True)
     def route(logits):
@@ -386,8 +389,8 @@ def test_torch_compile_reaches_flyops():
 
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
-          randn((4096, 128), torch.bfloat16)]
-    ks = [100, 50, 8]
+          randn((4096, 128), torch.bfloat16), randn((4096, 8), torch.float32)]
+    ks = [100, 50, 8, 6]
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
