@@ -1,4 +1,4 @@
-// Short rows with a small k (MoE routing: N <= 64, k <= 8): kG threads per row, kE
+// Short rows with a small k (MoE routing: N <= 256, k <= 8): kG threads per row, kE
 // elements each in registers, no shared memory and no scratch. Every element becomes one
 // composite integer, its order key above its complemented position, so composites are
 // unique and the larger one is the better element; NaNs, which share one key, then go to

@@ -73,7 +73,9 @@ struct Launcher {
     if (s.g == 1) return group_ge<1, 8>(p);
     if (s.g == 2) return group_ge<2, 8>(p);
     if (s.g == 4) return group_ge<4, 8>(p);
-    return group_ge<8, 8>(p);
+    if (s.e == 8) return group_ge<8, 8>(p);
+    if (s.e == 16) return group_ge<8, 16>(p);
+    return group_ge<8, 32>(p);
   }
 
   // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.

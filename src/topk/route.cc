@@ -128,7 +128,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
 
   // Short rows: the group kernel where k fits its lists (fewer instructions per row than
   // the warp kernel's k rounds: docs/perf-notes.md, TopK v8), else the warp kernel.
-  if (group_fits && forced != 2 && forced != 3) {
+  if (group_fits && p.n <= topk::kGroupRouteMaxN && forced != 2 && forced != 3) {
     plan.kind = TopkPlan::Kind::kGroup;
     return plan;
   }

@@ -15,13 +15,15 @@ inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
 inline constexpr int kWarpMaxK = 32;
 
 // ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
-// Up to 64 elements; longer rows go to the warp kernel, whose threshold pass does less work
-// per row there (docs/perf-notes.md, TopK v8).
+// It takes rows up to kGroupMaxN; the router sends it those up to kGroupRouteMaxN, above
+// which the warp kernel's threshold pass measured faster (docs/perf-notes.md, TopK v8).
 inline constexpr int kGroupThreads = 128;
-inline constexpr int kGroupMaxN = 64;
+inline constexpr int kGroupMaxN = 256;
+inline constexpr int kGroupRouteMaxN = 64;
 inline constexpr int kGroupMaxK = 8;
 
-// Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each.
+// Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each up to
+// 64, then longer runs per thread (a local sort is cheaper than a shuffle merge).
 struct GroupShape {
   int g = 0, e = 0;
 };
@@ -29,7 +31,9 @@ FLYOPS_HD GroupShape group_shape(int64_t n) {
   if (n <= 8) return {1, 8};
   if (n <= 16) return {2, 8};
   if (n <= 32) return {4, 8};
-  return {8, 8};
+  if (n <= 64) return {8, 8};
+  if (n <= 128) return {8, 16};
+  return {8, 32};
 }
 
 // List length of the group kernel: k rounded up to a power of two.

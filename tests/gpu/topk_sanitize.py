@@ -32,6 +32,12 @@ def main():
                 for largest, sorted in ((True, True), (False, False)):
                     cases += 1
                     failures += not check(xx, k, largest, sorted)
+        force(5, 0)  # the group kernel on rows the router gives the warp kernel
+        for n in (200, 256):
+            x = torch.randn(37, n + 1, device="cuda").to(dtype)[:, 1:]
+            for xx in (x, x.contiguous()):
+                cases += 1
+                failures += not check(xx, 8)
         force(1, 0)  # the warp kernel where the group kernel would take the call
         x = torch.randn(37, 201, device="cuda").to(dtype)[:, 1:]
         cases += 1

@@ -258,6 +258,19 @@ def test_group_kernel_every_shape(dtype):
             for k in sorted({1, min(N, 8)}):
                 assert_same_as_stock(xs, k)
                 assert_same_as_stock(xs, k, largest=False)
+    torch.ops.flyops._topk_force(5, 0)  # the longer per-thread runs (E = 16, 32), forced
+    for N in (65, 100, 128, 129, 200, 255, 256):
+        x = randn((37, N), dtype)
+        assert torch.ops.flyops._route_topk(x, 8).startswith("flyops_topk_group")
+        for k in (1, 2, 3, 5, 8):
+            assert_same_as_stock(x, k)
+            assert_same_as_stock(x, k, largest=False, sorted=False)
+        for kind in SPECIAL:
+            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
+            assert_same_as_stock(xs, 8)
+            assert_same_as_stock(xs, 8, largest=False)
+    assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
+    torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
     assert_same_as_stock(randn((9, 64), dtype)[:, :60], 5)  # rows 64 apart, 60 long
     assert_same_as_stock(randn((3, 5, 7, 64), dtype), 6)  # leading dims fold into rows
