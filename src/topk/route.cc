@@ -126,9 +126,9 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
 
-  // Short rows: the group kernel where k fits its lists (fewer instructions per row than
-  // the warp kernel's k rounds: docs/perf-notes.md, TopK v8), else the warp kernel.
-  if (group_fits && p.n <= topk::kGroupRouteMaxN && forced != 2 && forced != 3) {
+  // Short rows: the group kernel where it measured faster than the warp kernel
+  // (tuned_table.h), else the warp kernel.
+  if (topk::prefer_group(p) && forced != 2 && forced != 3) {
     plan.kind = TopkPlan::Kind::kGroup;
     return plan;
   }

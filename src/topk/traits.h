@@ -15,11 +15,9 @@ inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
 inline constexpr int kWarpMaxK = 32;
 
 // ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
-// It takes rows up to kGroupMaxN; the router sends it those up to kGroupRouteMaxN, above
-// which the warp kernel's threshold pass measured faster (docs/perf-notes.md, TopK v8).
+// Which of it and the warp kernel takes a row is measured: tuned_table.h.
 inline constexpr int kGroupThreads = 128;
 inline constexpr int kGroupMaxN = 256;
-inline constexpr int kGroupRouteMaxN = 64;
 inline constexpr int kGroupMaxK = 8;
 
 // Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each up to

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "flyops/topk.h"
+#include "traits.h"
 
 namespace flyops::topk {
 
@@ -17,6 +18,18 @@ inline bool prefer_two_stage(const TopkParams& p) {
     return !(p.k >= 512 && p.rows < 256 && p.n >= 200000);
   // bf16/fp16 rows are half the bytes: one pass wins except 256 x 128256 at k = 1024.
   return p.rows >= 256 && p.k >= 512 && p.n < 200000;
+}
+
+// The group kernel instead of the warp kernel on short rows. Source: both forced on the
+// routing shapes (rows 1, 4096, 65536 x N 8-256 x k 1-8, fp32 and bf16; docs/perf-notes.md,
+// TopK v10). 16-bit rows sort 32-bit composites: the group kernel took 0.38-0.62x of the
+// warp kernel's time at 65536 rows and up to 256 elements, 0.70-0.94x at 4096. fp32 rows
+// sort 64-bit ones: it wins up to 128 elements (0.74-0.89x at 65536 rows), beyond that only
+// for k <= 2 on many rows (0.73-0.89x); at k = 6-8 it took 1.02-1.15x.
+inline bool prefer_group(const TopkParams& p) {
+  if (p.n > kGroupMaxN || p.k > kGroupMaxK) return false;
+  if (p.dtype != DType::kFloat32 || p.n <= 128) return true;
+  return p.k <= 2 && p.rows >= 4096;
 }
 
 }  // namespace flyops::topk

@@ -136,8 +136,12 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 8, 6)), "flyops_topk_group<bf16>");
   EXPECT_EQ(plan_name(params(DType::kFloat16, 1, 33, 8)), "flyops_topk_group<fp16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_warp<fp32>");  // row past the group
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_warp<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 2)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 6)), "flyops_topk_warp<fp32>");  // 64-bit sorts lose
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 256, 1)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 257, 8)), "flyops_topk_warp<bf16>");  // row past the group
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 9)), "flyops_topk_warp<fp32>");  // k past the lists
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_cluster<fp32,c1>");  // row past both
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");

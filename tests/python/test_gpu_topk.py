@@ -281,6 +281,7 @@ def test_warp_kernel_threshold_pass(dtype):
     """k >= 3 on rows of 65-512: the lane-maxima threshold, its compaction, and the fallback
     to rounds when more than 64 elements pass (ties, all-equal rows, NaNs when smallest)."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(1, 0)  # the group kernel takes many of these rows
     for N in (65, 100, 128, 200, 256, 512):
         x = randn((37, N), dtype)
         assert torch.ops.flyops._route_topk(x, 8).startswith("flyops_topk_warp")
@@ -378,11 +379,10 @@ def test_autograd_matches_stock():
     assert torch.equal(go, gs)
 
 
-@pytest.mark.parametrize("experts", [64, 128])  # the group kernel, the warp kernel
-def test_torch_compile_reaches_flyops(experts):
-    x = randn((256, experts), torch.bfloat16)
-    assert torch.ops.flyops._route_topk(x, 8).startswith(
-        "flyops_topk_group" if experts <= 64 else "flyops_topk_warp")
+@pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "warp")])
+def test_torch_compile_reaches_flyops(dtype, experts, kernel):
+    x = randn((256, experts), dtype)
+    assert torch.ops.flyops._route_topk(x, 8).startswith(f"flyops_topk_{kernel}")
 
     @torch.compile(fullgraph=True)
     def route(logits):
@@ -402,8 +402,8 @@ def test_torch_compile_reaches_flyops(experts):
 
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
-          randn((4096, 128), torch.bfloat16), randn((4096, 8), torch.float32)]
-    ks = [100, 50, 8, 6]
+          randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16)]
+    ks = [100, 50, 8, 6]  # ... the warp kernel, the group kernel
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -439,7 +439,7 @@ def test_log_and_profiler_names(capfd):
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.topk(x, 50)
         torch.topk(randn((4096, 64), torch.float32), 8)
-        torch.topk(randn((4096, 128), torch.float32), 8)
+        torch.topk(randn((4096, 256), torch.float32), 8)
         torch.cuda.synchronize()
     names = [e.name for e in prof.events()]
     assert "flyops::topk" in names
