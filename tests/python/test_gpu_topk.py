@@ -242,33 +242,31 @@ def x_bytes(dtype):
     return torch.empty((), dtype=dtype).element_size()
 
 
+def check_short_rows(N, dtype, gen, kernel, ks, special_ks):
+    """37 random rows of N (a partial last CTA) at each k, both directions, then five rows of
+    each special kind at special_ks; the calls must route to flyops_topk_<kernel>."""
+    x = randn((37, N), dtype)
+    assert torch.ops.flyops._route_topk(x, max(ks)).startswith(f"flyops_topk_{kernel}")
+    for k in ks:
+        assert_same_as_stock(x, k)
+        assert_same_as_stock(x, k, largest=False, sorted=False)
+    for kind in SPECIAL:
+        xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
+        for k in special_ks:
+            assert_same_as_stock(xs, k)
+            assert_same_as_stock(xs, k, largest=False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_group_kernel_every_shape(dtype):
-    """Each group shape at its edges, every list length, 37 rows (a partial last CTA)."""
+    """Each group shape at its edges and every list length."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for N in (1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64):
-        x = randn((37, N), dtype)
-        ks = sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)})
-        assert torch.ops.flyops._route_topk(x, ks[-1]).startswith("flyops_topk_group")
-        for k in ks:
-            assert_same_as_stock(x, k)
-            assert_same_as_stock(x, k, largest=False, sorted=False)
-        for kind in SPECIAL:
-            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
-            for k in sorted({1, min(N, 8)}):
-                assert_same_as_stock(xs, k)
-                assert_same_as_stock(xs, k, largest=False)
+        check_short_rows(N, dtype, gen, "group", sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)}),
+                         sorted({1, min(N, 8)}))
     torch.ops.flyops._topk_force(5, 0)  # the longer per-thread runs (E = 16, 32), forced
     for N in (65, 100, 128, 129, 200, 255, 256):
-        x = randn((37, N), dtype)
-        assert torch.ops.flyops._route_topk(x, 8).startswith("flyops_topk_group")
-        for k in (1, 2, 3, 5, 8):
-            assert_same_as_stock(x, k)
-            assert_same_as_stock(x, k, largest=False, sorted=False)
-        for kind in SPECIAL:
-            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
-            assert_same_as_stock(xs, 8)
-            assert_same_as_stock(xs, 8, largest=False)
+        check_short_rows(N, dtype, gen, "group", (1, 2, 3, 5, 8), (8,))
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
     torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
@@ -283,16 +281,7 @@ def test_warp_kernel_threshold_pass(dtype):
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     torch.ops.flyops._topk_force(1, 0)  # the group kernel takes many of these rows
     for N in (65, 100, 128, 200, 256, 512):
-        x = randn((37, N), dtype)
-        assert torch.ops.flyops._route_topk(x, 8).startswith("flyops_topk_warp")
-        for k in (3, 6, 8, 20, 32):
-            assert_same_as_stock(x, k)
-            assert_same_as_stock(x, k, largest=False, sorted=False)
-        for kind in SPECIAL:
-            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
-            for k in (3, 8, 32):
-                assert_same_as_stock(xs, k)
-                assert_same_as_stock(xs, k, largest=False)
+        check_short_rows(N, dtype, gen, "warp", (3, 6, 8, 20, 32), (3, 8, 32))
     ramp = torch.arange(256, device="cuda", dtype=torch.float32).to(dtype).repeat(4, 1)
     assert_same_as_stock(ramp, 8)  # every lane maximum in the last register
     assert_same_as_stock(ramp.flip(-1), 8, largest=False)
