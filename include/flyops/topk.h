@@ -36,7 +36,7 @@ struct TopkPlan {
   enum class Kind {
     kStock,
     kWarp,      // one warp per row, the row in registers, k rounds of warp argmax
-    kGroup,     // k <= 8, N <= 512: a few threads per row, sorting networks in registers
+    kGroup,     // k <= 8, N <= 256: a few threads per row, sorting networks in registers
     kCluster,   // radix select with the row in shared memory over a cluster of CTAs
     kArgmax,    // k == 1: a streaming arg-max over a cluster of CTAs
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union

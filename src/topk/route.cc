@@ -105,8 +105,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   const int forced = g_forced_kind.load(std::memory_order_relaxed);
   const int forced_c = g_forced_cluster.load(std::memory_order_relaxed);
   if (forced == 0) return stock("forced to stock (tuning)");
-  const bool group_fits = p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK;
-  if (forced == 5 && group_fits) {
+  if (forced == 5 && p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK) {
     plan.kind = TopkPlan::Kind::kGroup;
     return plan;
   }
