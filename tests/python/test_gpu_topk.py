@@ -212,6 +212,30 @@ def test_cluster_sizes(cluster, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_threshold_pass_and_its_fallback(dtype):
+    """The cluster kernel's threshold pass (a bound from group maxima, then one compare pass
+    into the candidate list) next to its fallback (the bound lets more through than the list
+    holds: tied slices), in one cluster: a slice of either kind in the same row, few distinct
+    values, sorted rows (every maximum in a few groups)."""
+    N = 32768
+    r = randn((N,), dtype)
+    tied = torch.full((N,), 2.0, dtype=dtype, device="cuda")
+    few = torch.randint(-2, 3, (N,), device="cuda").to(dtype)
+    asc = torch.sort(randn((N,), dtype)).values
+    h = N // 2
+    rows = torch.stack([r, torch.cat([r[:h], tied[h:]]), torch.cat([tied[:h], r[h:]]), few, asc, asc.flip(0)])
+    for cluster in (1, 2, 4, 8):
+        if (N + cluster - 1) // cluster * x_bytes(dtype) > 64 * 1024:
+            continue
+        torch.ops.flyops._topk_force(2, cluster)
+        assert torch.ops.flyops._route_topk(rows, 100).startswith("flyops_topk_cluster")
+        for k in (2, 7, 100, 1000):
+            assert_same_as_stock(rows, k)
+            assert_same_as_stock(rows, k, largest=False, sorted=False)
+            assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows: no bulk copy
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_every_width(dtype):
     """The final sort at every power-of-two width and either side of it (register passes for
     pairs closer than 64, shared-memory stages beyond), on ordinary rows and with ties/NaNs."""
