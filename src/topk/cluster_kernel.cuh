@@ -74,16 +74,6 @@ FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
 
 FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
 
-// Element j of a 16-byte vector of T, for a runtime j (selects, not a local-memory array).
-template <typename T>
-FLYOPS_DEVICE uint32_t lane_of(const uint4& p, int j) {
-  constexpr int kPerWord = 4 / sizeof(T);
-  const int w = j / kPerWord;
-  const uint32_t word = w == 0 ? p.x : w == 1 ? p.y : w == 2 ? p.z : p.w;
-  if constexpr (kPerWord == 1) return word;
-  return (word >> (16 * (j & 1))) & 0xffffu;
-}
-
 // Width of the digit just below bit h: digits never straddle the key/position boundary.
 FLYOPS_DEVICE int digit_width(int h) {
   const int room = h > 32 ? h - 32 : h;
@@ -94,20 +84,19 @@ struct Control {
   uint32_t gt;        // rank 0: output slots handed to elements above the threshold
   uint32_t eq;        // rank 0: slots handed to elements equal to it
   uint32_t ncand;     // candidates found on the first scan (may exceed cand_cap)
-  uint32_t sel[3];    // rank 0: the selected bin, its elements still needed, whether all
+  uint32_t sel_bin;   // rank 0: the selected bin ...
+  uint32_t sel_need;  // ... how many of its elements are still needed ...
+  uint32_t sel_exact; // ... and whether that is all of them
   uint32_t bcast[3];  // the selection, copied from rank 0
-  uint32_t bound[3];  // this CTA's bin of its k-th largest group maximum (threshold pass)
   uint32_t nstage;    // output elements staged in this CTA (may exceed stage_cap)
   uint64_t load_bar;  // the slice's bulk copy completes here
   uint32_t flush[4];  // staged gt / eq counts, then their slot bases in rank 0
   uint32_t warp_sum[kClusterThreads / 32];
 };
 
-// The bin of `red` (nb bins) holding the need-th largest element: sel = {bin, how many of
-// its elements are still needed, whether that is all of them}; sel untouched when the
-// bins hold fewer than `need`. All threads of the CTA call it.
+// Rank 0: the bin of `red` (nb bins) holding the need-th largest element.
 template <int kThreads>
-FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, uint32_t* warp_sum, uint32_t* sel) {
+FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Control& ctl) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int per = nb > kThreads ? nb / kThreads : 1;
   const int first = tid * per;
@@ -119,19 +108,19 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, uint32
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) {
     const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
-    if (lane < 32 - off) incl += v;  // against an immediate: no register per offset
+    if (lane + off < 32) incl += v;
   }
-  if (lane == 0) warp_sum[warp] = incl;
+  if (lane == 0) ctl.warp_sum[warp] = incl;
   __syncthreads();
   uint32_t above = incl - own;
-  for (int w = warp + 1; w < kThreads / 32; ++w) above += warp_sum[w];
+  for (int w = warp + 1; w < kThreads / 32; ++w) above += ctl.warp_sum[w];
   if (first < nb && above < need && need <= above + own) {
     for (int b = first + per - 1; b >= first; --b) {
       const uint32_t c = red[b];
       if (above + c >= need) {
-        sel[0] = static_cast<uint32_t>(b);
-        sel[1] = need - above;
-        sel[2] = c == need - above;
+        ctl.sel_bin = static_cast<uint32_t>(b);
+        ctl.sel_need = need - above;
+        ctl.sel_exact = c == need - above;
         break;
       }
       above += c;
@@ -203,47 +192,16 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   // sits just before the first remote access, so the load below overlaps the barrier.
   if (csize > 1) tile::cluster_arrive();
 
-  // ---- load: order keys into shared memory ----------------------------------------------
-  // Threshold pass (when the slice is long against k): the maxima of disjoint groups are
-  // distinct elements, so the bin of the k-th largest group maximum bounds the slice's k-th
-  // largest key from below, and only elements at or above it can be in the answer. The load
-  // then histograms the maxima of runs of each thread's elements (enough runs for >= 4k
-  // maxima: more would tighten little and cost atomics); otherwise it histograms every
-  // key's top digit, which the digit loop starts from.
+  // ---- load: order keys into shared memory, histogram of their top digit -----------------
   constexpr int kTopShift = kKB - kDigitBits;
-  const bool thr = k <= kThreads * 2 && cnt >= 8 * k && 2 * k <= a.cand_cap;
-  const bool aligned = (reinterpret_cast<uintptr_t>(xr) & 15u) == 0;
-  int run_len = 0;  // steps (16-byte vectors, or kUnroll elements when unaligned) per run
-  if (thr) {
-    const int runs = k <= kThreads / 4 ? 1 : k <= kThreads / 2 ? 2 : k <= kThreads ? 4 : 8;
-    const int per_thread = cnt / (aligned ? kVec : kUnroll) / kThreads;
-    run_len = per_thread / runs > 1 ? per_thread / runs : 1;
-  }
-  uint32_t run_max = 0;
-  int run_left = run_len;
-  bool run_any = false;
-  auto run_flush = [&] {
-    if (run_any) atomicAdd(&hist[run_max >> kTopShift], 1u);
-    run_max = 0;
-    run_any = false;
-    run_left = run_len;
-  };
   auto to_key = [&](uint32_t raw) -> uint32_t {
     const uint32_t key = order_key<Keys>(raw, largest);
-    if (thr) {
-      run_max = key > run_max ? key : run_max;
-      run_any = true;
-    } else {
-      atomicAdd(&hist[key >> kTopShift], 1u);
-    }
+    atomicAdd(&hist[key >> kTopShift], 1u);
     return key;
   };
-  auto run_step = [&] {  // after each step
-    if (thr && --run_left == 0) run_flush();
-  };
-  if (aligned) {
+  if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
     // TMA bulk copy of the slice (all of it in flight at once, no registers), then the
-    // keys in place, in shared memory.
+    // keys and the histogram in place, in shared memory.
     const int nv = cnt / kVec;
     if (tid == 0) {
       tile::mbarrier_init(&ctl.load_bar, 1);
@@ -264,7 +222,6 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
 #pragma unroll
       for (int j = 0; j < kVec; ++j) e[j] = static_cast<Raw>(to_key(e[j]));
       vk[v] = pack;
-      run_step();
     }
     for (int i = nv * kVec + tid; i < cnt; i += kThreads) keys[i] = static_cast<Raw>(to_key(keys[i]));
   } else {
@@ -280,71 +237,9 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
         const int i = i0 + u * kThreads;
         if (i < cnt) keys[i] = static_cast<Raw>(to_key(buf[u]));
       }
-      run_step();
     }
-  }
-  if (thr) {
-    run_flush();
-    if (tid == 0) ctl.bound[0] = 0xffffffffu;  // no bound unless select_bin finds one
   }
   __syncthreads();
-  mark();
-
-  // Histogram of every key's top digit (the threshold pass's fallback). All threads call it.
-  auto full_histogram = [&] {
-    for (int i = tid; i < kBins; i += kThreads) hist[i] = 0;
-    __syncthreads();
-    for (int i = tid; i < cnt; i += kThreads) atomicAdd(&hist[uint32_t{keys[i]} >> kTopShift], 1u);
-    __syncthreads();
-  };
-  // Whether the slice's candidates are already in the list (then no first scan).
-  bool listed = false;
-  if (thr) {
-    detail::select_bin<kThreads>(hist, kBins, static_cast<uint32_t>(k), ctl.warp_sum, ctl.bound);
-    __syncthreads();
-    const uint32_t bin = ctl.bound[0];
-    for (int i = tid; i < kBins; i += kThreads) hist[i] = 0;
-    __syncthreads();
-    if (bin != 0xffffffffu) {
-      // One compare per element; the few at or above the bound go to the list with their
-      // top digit counted.
-      const uint32_t lo_key = bin << kTopShift;
-      const int nvec = (cnt + kVec - 1) / kVec;
-      for (int b0 = warp * 32; b0 < nvec; b0 += kThreads) {
-        const int v = b0 + lane;
-        uint4 pack = make_uint4(0, 0, 0, 0);
-        if (v < nvec) pack = reinterpret_cast<const uint4*>(keys)[v];
-        const Raw* e = reinterpret_cast<const Raw*>(&pack);
-        bool any = false;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) any |= v * kVec + j < cnt && e[j] >= lo_key;
-        if (!__any_sync(0xffffffffu, any)) continue;
-#pragma unroll 1
-        for (int j = 0; j < kVec; ++j) {  // rolled: the registers go to the digit loop
-          const uint32_t key = detail::lane_of<Raw>(pack, j);
-          const bool c = v * kVec + j < cnt && key >= lo_key;
-          const uint32_t ballot = __ballot_sync(0xffffffffu, c);
-          if (ballot == 0) continue;
-          const int leader = __ffs(ballot) - 1;
-          uint32_t base = 0;
-          if (lane == leader) base = atomicAdd(&ctl.ncand, __popc(ballot));
-          base = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
-          if (c && base < static_cast<uint32_t>(a.cand_cap)) {
-            cand_key[base] = key;
-            cand_pos[base] = static_cast<uint32_t>(v * kVec + j);
-            atomicAdd(&hist[key >> kTopShift], 1u);
-          }
-        }
-      }
-      __syncthreads();
-      listed = ctl.ncand <= static_cast<uint32_t>(a.cand_cap);
-    }
-    if (!listed) {
-      __syncthreads();  // every thread has read ncand
-      if (tid == 0) ctl.ncand = 0;
-      full_histogram();
-    }
-  }
   mark();
 
   auto out_index = [&](int i) -> uint32_t {
@@ -416,7 +311,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   int h = kW;
   int width = kDigitBits;
   uint32_t need = static_cast<uint32_t>(k);
-  bool first_scan = !listed;
+  bool first_scan = true;
   bool waited = false;
   for (;;) {
     // Publish this CTA's histogram into rank 0's, which selects the bin.
@@ -436,13 +331,15 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     detail::cluster_or_cta_sync(csize);
     mark();
     if (rank == 0) {
-      detail::select_bin<kThreads>(red, nb, need, ctl.warp_sum, ctl.sel);
+      detail::select_bin<kThreads>(red, nb, need, ctl);
       __syncthreads();
       for (int b = tid; b < nb; b += kThreads) red[b] = 0;
     }
     detail::cluster_or_cta_sync(csize);
     if (tid == 0) {
-      for (int j = 0; j < 3; ++j) ctl.bcast[j] = tile::peer_load_u32(tile::peer_addr(&ctl.sel[j], 0));
+      ctl.bcast[0] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_bin, 0));
+      ctl.bcast[1] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_need, 0));
+      ctl.bcast[2] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_exact, 0));
     }
     __syncthreads();
     mark();

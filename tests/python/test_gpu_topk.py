@@ -212,11 +212,10 @@ def test_cluster_sizes(cluster, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_threshold_pass_and_its_fallback(dtype):
-    """The cluster kernel's threshold pass (a bound from group maxima, then one compare pass
-    into the candidate list) next to its fallback (the bound lets more through than the list
-    holds: tied slices), in one cluster: a slice of either kind in the same row, few distinct
-    values, sorted rows (every maximum in a few groups)."""
+def test_mixed_slices_in_one_cluster(dtype):
+    """Slices of one cluster that behave differently in the same row: a random slice next to
+    a tied one (its candidate list overflows and it rescans), few distinct values, sorted
+    rows (the answer in one CTA's slice)."""
     N = 32768
     r = randn((N,), dtype)
     tied = torch.full((N,), 2.0, dtype=dtype, device="cuda")
