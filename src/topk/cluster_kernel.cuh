@@ -74,6 +74,8 @@ FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
 
 FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
 
+FLYOPS_DEVICE uint32_t pow2_ceil_u32(uint32_t v) { return v <= 1 ? 1 : 1u << (32 - __clz(v - 1)); }
+
 // Width of the digit just below bit h: digits never straddle the key/position boundary.
 FLYOPS_DEVICE int digit_width(int h) {
   const int room = h > 32 ? h - 32 : h;
@@ -84,15 +86,26 @@ struct Control {
   uint32_t gt;        // rank 0: output slots handed to elements above the threshold
   uint32_t eq;        // rank 0: slots handed to elements equal to it
   uint32_t ncand;     // candidates found on the first scan (may exceed cand_cap)
-  uint32_t sel_bin;   // rank 0: the selected bin ...
-  uint32_t sel_need;  // ... how many of its elements are still needed ...
-  uint32_t sel_exact; // ... and whether that is all of them
-  uint32_t bcast[3];  // the selection, copied from rank 0
+  uint32_t sel[4];    // rank 0: the selected bin, its elements still needed, how it ends
+                      // (Ends), how many elements it holds
+  uint32_t bcast[4];  // the selection, copied from rank 0
   uint32_t nstage;    // output elements staged in this CTA (may exceed stage_cap)
   uint64_t load_bar;  // the slice's bulk copy completes here
   uint32_t flush[4];  // staged gt / eq counts, then their slot bases in rank 0
   uint32_t warp_sum[kClusterThreads / 32];
 };
+
+// How the digit loop goes on after a selection.
+enum Ends : uint32_t {
+  kNextDigit = 0,  // refine the bin by the next digit
+  kWholeBin = 1,   // every element of the bin is needed
+  kSmallBin = 2,   // few enough to finish at rank 0: it sorts the bin and takes the best
+};
+// Elements of a bin rank 0 finishes by sorting them (in its `red` bins, free by then: 512
+// composites and values take 6 KB of their 8): cheaper than a digit round, which costs two
+// cluster barriers and a selection.
+inline constexpr uint32_t kSmallBinCap = 512;
+static_assert(kSmallBinCap * 12 <= kBins * 4, "the bin buffer lives in the reduction bins");
 
 // Rank 0: the bin of `red` (nb bins) holding the need-th largest element.
 template <int kThreads>
@@ -118,9 +131,10 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
     for (int b = first + per - 1; b >= first; --b) {
       const uint32_t c = red[b];
       if (above + c >= need) {
-        ctl.sel_bin = static_cast<uint32_t>(b);
-        ctl.sel_need = need - above;
-        ctl.sel_exact = c == need - above;
+        ctl.sel[0] = static_cast<uint32_t>(b);
+        ctl.sel[1] = need - above;
+        ctl.sel[2] = c == need - above ? kWholeBin : c <= kSmallBinCap ? kSmallBin : kNextDigit;
+        ctl.sel[3] = c;
         break;
       }
       above += c;
@@ -285,6 +299,21 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   // at the end: a remote atomic per warp step would put DSMEM latency in the scan. Past
   // the staging capacity (huge unsorted k) they claim directly. All lanes call it.
   uint32_t final_need = 0, final_eq_base = 0;
+  uint32_t small_bin = 0;  // elements of the final bin when rank 0 sorts it, else 0
+  uint64_t* bin_key = reinterpret_cast<uint64_t*>(red);
+  uint32_t* bin_val = red + 2 * detail::kSmallBinCap;
+  // An element of the final bin with eq slot s: one of the first final_need, or every one
+  // into rank 0's bin buffer when rank 0 sorts the bin.
+  auto emit_eq = [&](uint32_t s, uint32_t key, int i) {
+    if (small_bin != 0) {
+      if (s < small_bin) {
+        tile::peer_store_u64(tile::peer_addr(&bin_key[s], 0), composite(key, out_index(i)));
+        tile::peer_store_u32(tile::peer_addr(&bin_val[s], 0), raw_of(key, i));
+      }
+    } else if (s < final_need) {
+      write_out(final_eq_base + s, key, i);
+    }
+  };
   auto stage = [&](bool pred, uint32_t key, int i, bool is_eq) {
     const uint32_t ballot = __ballot_sync(0xffffffffu, pred);
     if (ballot == 0) return;
@@ -300,7 +329,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     const uint32_t s = claim(pred && !staged, is_eq ? eq_addr : gt_addr);
     if (pred && !staged) {
       if (!is_eq) write_out(s, key, i);
-      else if (s < final_need) write_out(final_eq_base + s, key, i);
+      else emit_eq(s, key, i);
     }
   };
 
@@ -337,9 +366,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     }
     detail::cluster_or_cta_sync(csize);
     if (tid == 0) {
-      ctl.bcast[0] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_bin, 0));
-      ctl.bcast[1] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_need, 0));
-      ctl.bcast[2] = tile::peer_load_u32(tile::peer_addr(&ctl.sel_exact, 0));
+      for (int j = 0; j < 4; ++j) ctl.bcast[j] = tile::peer_load_u32(tile::peer_addr(&ctl.sel[j], 0));
     }
     __syncthreads();
     mark();
@@ -347,12 +374,16 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     const uint32_t nneed = ctl.bcast[1];
     const int nh = h - width;
     const uint64_t nprefix = (prefix << width) | bin;
-    const bool done = ctl.bcast[2] != 0 || nh == 0 ||
-                      (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
+    // Done when any nneed of the bin's elements will do (all of them are needed, or their
+    // key is fully known and they are equal bits), or when rank 0 can sort the bin.
+    const bool any_will_do = ctl.bcast[2] == detail::kWholeBin || nh == 0 ||
+                             (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
+    const bool done = any_will_do || ctl.bcast[2] == detail::kSmallBin;
     const int nwidth = done ? 0 : detail::digit_width(nh);
     if (done) {
       final_need = nneed;                               // equal elements still to take
       final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
+      small_bin = any_will_do ? 0 : ctl.bcast[3];
     }
     const bool from_list = !first_scan && ctl.ncand <= static_cast<uint32_t>(a.cand_cap);
 
@@ -473,8 +504,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     const uint32_t pos = stage_pos[j];
     const int i = static_cast<int>(pos & 0x7fffffffu);
     if (pos >> 31) {
-      const uint32_t s = ctl.flush[3] + atomicAdd(&ctl.flush[1], 1u);
-      if (s < final_need) write_out(final_eq_base + s, stage_key[j], i);
+      emit_eq(ctl.flush[3] + atomicAdd(&ctl.flush[1], 1u), stage_key[j], i);
     } else {
       write_out(ctl.flush[2] + atomicAdd(&ctl.flush[0], 1u), stage_key[j], i);
     }
@@ -495,9 +525,32 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
 #else
   auto dump = [] {};
 #endif
-  if (!a.sorted || rank != 0) {
+  if (rank != 0 || (!a.sorted && small_bin == 0)) {
     dump();
     return;
+  }
+
+  // ---- rank 0: the best final_need of a small final bin, after the greater elements -------
+  if (small_bin != 0) {
+    const int pb = static_cast<int>(detail::pow2_ceil_u32(small_bin));
+    for (int i = static_cast<int>(small_bin) + tid; i < pb; i += kThreads) bin_key[i] = 0;
+    __syncthreads();
+    block_sort_desc<kThreads>(bin_key, bin_val, pb);
+    for (int r = tid; r < static_cast<int>(final_need); r += kThreads) {
+      const uint32_t slot = final_eq_base + r;
+      if (a.sorted) {
+        sort_key[slot] = bin_key[r];
+        sort_val[slot] = bin_val[r];
+      } else {
+        vals_out[slot] = static_cast<Raw>(bin_val[r]);
+        idx_out[slot] = 0xffffffffu - static_cast<uint32_t>(bin_key[r]);
+      }
+    }
+    __syncthreads();
+    if (!a.sorted) {
+      dump();
+      return;
+    }
   }
 
   // ---- rank 0: bitonic sort of the k composites, largest first ---------------------------
