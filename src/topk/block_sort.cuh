@@ -87,6 +87,21 @@ FLYOPS_DEVICE void warp_stages(uint64_t* key, uint32_t* val, int p, int base, in
 
 }  // namespace detail
 
+// Up to this many composites, ranking beats the bitonic sort: a 64-wide bitonic sort is a
+// chain of ~21 dependent shuffle stages (~2 us measured), a rank is k broadcast loads.
+inline constexpr int kRankSortMax = 256;
+
+// How many of the n distinct composites in key[] are larger than c: c's slot in a
+// descending order. The lanes of a warp read the same entry at once (a broadcast).
+FLYOPS_DEVICE uint32_t rank_desc(const uint64_t* key, int n, uint64_t c) {
+  uint32_t r = 0;
+  int j = 0;
+  for (; j + 4 <= n; j += 4)
+    r += (key[j] > c) + (key[j + 1] > c) + (key[j + 2] > c) + (key[j + 3] > c);
+  for (; j < n; ++j) r += key[j] > c;
+  return r;
+}
+
 template <int kThreads>
 FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
   constexpr int kWarps = kThreads / 32;

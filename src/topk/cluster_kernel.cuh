@@ -74,8 +74,6 @@ FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
 
 FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
 
-FLYOPS_DEVICE uint32_t pow2_ceil_u32(uint32_t v) { return v <= 1 ? 1 : 1u << (32 - __clz(v - 1)); }
-
 // Width of the digit just below bit h: digits never straddle the key/position boundary.
 FLYOPS_DEVICE int digit_width(int h) {
   const int room = h > 32 ? h - 32 : h;
@@ -101,10 +99,6 @@ enum Ends : uint32_t {
   kWholeBin = 1,   // every element of the bin is needed
   kSmallBin = 2,   // few enough to finish at rank 0: it sorts the bin and takes the best
 };
-// Elements of a bin rank 0 finishes by sorting them (in its `red` bins, free by then: 512
-// composites and values take 6 KB of their 8): cheaper than a digit round, which costs two
-// cluster barriers and a selection.
-inline constexpr uint32_t kSmallBinCap = 512;
 static_assert(kSmallBinCap * 12 <= kBins * 4, "the bin buffer lives in the reduction bins");
 
 // Rank 0: the bin of `red` (nb bins) holding the need-th largest element.
@@ -121,7 +115,7 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) {
     const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
-    if (lane + off < 32) incl += v;
+    if (lane < 32 - off) incl += v;  // against an immediate: no register per offset
   }
   if (lane == 0) ctl.warp_sum[warp] = incl;
   __syncthreads();
@@ -148,7 +142,7 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
 
 // Global namespace: profiler and ncu names start with flyops_.
 template <typename Keys>
-__global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_cluster(flyops::topk::ClusterArgs a) {
+__global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_cluster(flyops::topk::ClusterArgs a) {
   using namespace flyops;
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;  // keys are stored at the element's width
@@ -301,7 +295,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
   uint32_t final_need = 0, final_eq_base = 0;
   uint32_t small_bin = 0;  // elements of the final bin when rank 0 sorts it, else 0
   uint64_t* bin_key = reinterpret_cast<uint64_t*>(red);
-  uint32_t* bin_val = red + 2 * detail::kSmallBinCap;
+  uint32_t* bin_val = red + 2 * kSmallBinCap;
   // An element of the final bin with eq slot s: one of the first final_need, or every one
   // into rank 0's bin buffer when rank 0 sorts the bin.
   auto emit_eq = [&](uint32_t s, uint32_t key, int i) {
@@ -327,9 +321,9 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
       stage_pos[slot] = static_cast<uint32_t>(i) | (is_eq ? 0x80000000u : 0u);
     }
     const uint32_t s = claim(pred && !staged, is_eq ? eq_addr : gt_addr);
-    if (pred && !staged) {
+    if (pred && !staged) {  // never a small bin's element: the staging holds them all
       if (!is_eq) write_out(s, key, i);
-      else emit_eq(s, key, i);
+      else if (s < final_need) write_out(final_eq_base + s, key, i);
     }
   };
 
@@ -378,7 +372,11 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     // key is fully known and they are equal bits), or when rank 0 can sort the bin.
     const bool any_will_do = ctl.bcast[2] == detail::kWholeBin || nh == 0 ||
                              (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
-    const bool done = any_will_do || ctl.bcast[2] == detail::kSmallBin;
+    // (A lone CTA's digit round has no cluster barriers and measured cheaper. The staging
+    // must hold a CTA's share of the output and all of the bin, so no bin element claims
+    // its slot from the scan.)
+    const bool small_ok = csize > 1 && a.stage_cap >= min(a.slice, k + static_cast<int>(kSmallBinCap));
+    const bool done = any_will_do || (ctl.bcast[2] == detail::kSmallBin && small_ok);
     const int nwidth = done ? 0 : detail::digit_width(nh);
     if (done) {
       final_need = nneed;                               // equal elements still to take
@@ -532,18 +530,17 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
 
   // ---- rank 0: the best final_need of a small final bin, after the greater elements -------
   if (small_bin != 0) {
-    const int pb = static_cast<int>(detail::pow2_ceil_u32(small_bin));
-    for (int i = static_cast<int>(small_bin) + tid; i < pb; i += kThreads) bin_key[i] = 0;
-    __syncthreads();
-    block_sort_desc<kThreads>(bin_key, bin_val, pb);
-    for (int r = tid; r < static_cast<int>(final_need); r += kThreads) {
+    for (int i = tid; i < static_cast<int>(small_bin); i += kThreads) {
+      const uint64_t c = bin_key[i];
+      const uint32_t r = rank_desc(bin_key, static_cast<int>(small_bin), c);
+      if (r >= final_need) continue;
       const uint32_t slot = final_eq_base + r;
       if (a.sorted) {
-        sort_key[slot] = bin_key[r];
-        sort_val[slot] = bin_val[r];
+        sort_key[slot] = c;
+        sort_val[slot] = bin_val[i];
       } else {
-        vals_out[slot] = static_cast<Raw>(bin_val[r]);
-        idx_out[slot] = 0xffffffffu - static_cast<uint32_t>(bin_key[r]);
+        vals_out[slot] = static_cast<Raw>(bin_val[i]);
+        idx_out[slot] = 0xffffffffu - static_cast<uint32_t>(c);
       }
     }
     __syncthreads();
@@ -553,14 +550,24 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads) flyops_topk_clu
     }
   }
 
-  // ---- rank 0: bitonic sort of the k composites, largest first ---------------------------
-  const int P = a.sort_cap;
-  for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
-  __syncthreads();
-  block_sort_desc<kThreads>(sort_key, sort_val, P);
-  for (int r = tid; r < k; r += kThreads) {
-    vals_out[r] = static_cast<Raw>(sort_val[r]);
-    idx_out[r] = 0xffffffffu - static_cast<uint32_t>(sort_key[r]);
+  // ---- rank 0: the k composites in order, largest first -----------------------------------
+  if (k <= kRankSortMax) {
+    // Each element's rank straight to its output slot: no barriers between stages.
+    for (int i = tid; i < k; i += kThreads) {
+      const uint64_t c = sort_key[i];
+      const uint32_t r = rank_desc(sort_key, k, c);
+      vals_out[r] = static_cast<Raw>(sort_val[i]);
+      idx_out[r] = 0xffffffffu - static_cast<uint32_t>(c);
+    }
+  } else {
+    const int P = a.sort_cap;
+    for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
+    __syncthreads();
+    block_sort_desc<kThreads>(sort_key, sort_val, P);
+    for (int r = tid; r < k; r += kThreads) {
+      vals_out[r] = static_cast<Raw>(sort_val[r]);
+      idx_out[r] = 0xffffffffu - static_cast<uint32_t>(sort_key[r]);
+    }
   }
   mark();
   dump();

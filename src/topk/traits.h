@@ -48,6 +48,9 @@ inline constexpr int kBins = 1 << kDigitBits;
 inline constexpr int kMaxCluster = 16;          // non-portable size, supported on H100/H200
 inline constexpr int kSliceBytes = 64 * 1024;   // row bytes per CTA: two CTAs fit an SM
 inline constexpr int kMaxDynSmem = 227 * 1024 - 1024;
+// A final bin of at most this many elements is finished by rank 0 (ranked in its
+// reduction bins) instead of refined by another digit round across the cluster.
+inline constexpr uint32_t kSmallBinCap = 256;
 
 // Dynamic shared memory of one CTA, in bytes, and the offsets of its parts.
 struct ClusterSmem {
@@ -93,7 +96,9 @@ inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, 
   // slice for real data; more (all-equal rows) falls back to rescanning the slice.
   g.cand_cap = static_cast<int>(slice / 8 < 256 ? 256 : (slice / 8 > 2048 ? 2048 : slice / 8));
   g.sort_cap = sorted ? static_cast<int>(pow2_ceil(k)) : 0;
-  g.stage_cap = static_cast<int>(k < slice ? (k < 2048 ? k : 2048) : (slice < 2048 ? slice : 2048));
+  // Staging: a CTA's share of the output (k at most) and, in a cluster, a small final bin.
+  const int64_t want = k + (cluster > 1 ? kSmallBinCap : 0);
+  g.stage_cap = static_cast<int>(want < slice ? (want < 2048 ? want : 2048) : (slice < 2048 ? slice : 2048));
   g.smem = cluster_smem(g.slice, elem_bytes, g.cand_cap, g.sort_cap, g.stage_cap).total;
   g.fits = g.smem <= kMaxDynSmem;
   return g;
