@@ -74,16 +74,6 @@ FLYOPS_DEVICE void cluster_or_cta_sync(uint32_t csize) {
 
 FLYOPS_DEVICE uint64_t shr(uint64_t v, int s) { return s >= 64 ? 0 : v >> s; }
 
-// Element j of a 16-byte vector of T, for a runtime j (selects, not a local-memory array).
-template <typename T>
-FLYOPS_DEVICE uint32_t lane_of(const uint4& p, int j) {
-  constexpr int kPerWord = 4 / sizeof(T);
-  const int w = j / kPerWord;
-  const uint32_t word = w == 0 ? p.x : w == 1 ? p.y : w == 2 ? p.z : p.w;
-  if constexpr (kPerWord == 1) return word;
-  return (word >> (16 * (j & 1))) & 0xffffu;
-}
-
 // Width of the digit just below bit h: digits never straddle the key/position boundary.
 FLYOPS_DEVICE int digit_width(int h) {
   const int room = h > 32 ? h - 32 : h;
@@ -419,58 +409,6 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       if (eq) atomicAdd(&hist[static_cast<uint32_t>(detail::shr(c, nh - nwidth)) & ((1u << nwidth) - 1u)], 1u);
     };
 
-    // Lanes with a hit from which a warp step reserves its slots at once (act_vec); below it
-    // each element's own chain is cheaper (run 8: k = 20/50 5-10% slower, k = 1024 12-19%
-    // faster with act_vec on every step).
-    constexpr int kDenseLanes = 4;
-    // act for a lane's whole vector at once (a key-digit scan of the slice): one warp scan of
-    // the lanes' counts and one returning atomic per counter reserve every lane's output
-    // and candidate slots, instead of a chain of them per element. All lanes call it.
-    auto act_vec = [&](uint32_t gtm, uint32_t eqm, const Raw* e, int i0) {
-      const uint32_t outm = done ? (gtm | eqm) : gtm;
-      const uint32_t candm = !done && first_scan ? eqm : 0u;
-      const uint32_t own = __popc(outm) | (__popc(candm) << 16);  // at most 256 each per warp
-      uint32_t incl = own;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const uint32_t t = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += t;
-      }
-      uint32_t base = 0, cbase = 0;
-      if (lane == 31) {
-        if (incl & 0xffffu) base = atomicAdd(&ctl.nstage, incl & 0xffffu);
-        if (incl >> 16) cbase = atomicAdd(&ctl.ncand, incl >> 16);
-      }
-      uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + ((incl - own) & 0xffffu);
-      uint32_t cslot = __shfl_sync(0xffffffffu, cbase, 31) + ((incl - own) >> 16);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        const uint32_t key = e[j];
-        const int i = i0 + j;
-        const bool is_eq = (eqm >> j) & 1u;
-        if ((outm >> j) & 1u) {
-          if (slot < static_cast<uint32_t>(a.stage_cap)) {
-            stage_key[slot] = key;
-            stage_pos[slot] = static_cast<uint32_t>(i) | (is_eq ? 0x80000000u : 0u);
-          } else if (!is_eq) {  // past the staging (huge unsorted k): claim at once
-            write_out(tile::peer_atomic_add(gt_addr, 1u), key, i);
-          } else {  // never a small bin's element: the staging holds them all
-            const uint32_t s = tile::peer_atomic_add(eq_addr, 1u);
-            if (s < final_need) write_out(final_eq_base + s, key, i);
-          }
-          ++slot;
-        }
-        if ((candm >> j) & 1u) {
-          if (cslot < static_cast<uint32_t>(a.cand_cap)) {
-            cand_key[cslot] = key;
-            cand_pos[cslot] = static_cast<uint32_t>(i);
-          }
-          ++cslot;
-        }
-        if (!done && is_eq) atomicAdd(&hist[(key >> (nh - 32 - nwidth)) & ((1u << nwidth) - 1u)], 1u);
-      }
-    };
-
     // The first scan's candidates, one per lane per step. All lanes call visit.
     auto scan_list = [&](auto&& visit) {
       const int total = static_cast<int>(ctl.ncand);
@@ -505,25 +443,9 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
 #pragma unroll
           for (int j = 0; j < kVec; ++j)
             any |= v * kVec + j < cnt && e[j] >= new_lo && e[j] <= old_hi;
-          const uint32_t hits = __ballot_sync(0xffffffffu, any);
-          if (hits == 0) continue;
-          if (__popc(hits) < kDenseLanes) {  // sparse: the per-element path is cheaper
-#pragma unroll 1
-            for (int j = 0; j < kVec; ++j)
-              visit(v * kVec + j < cnt, detail::lane_of<Raw>(pack, j), v * kVec + j);
-            continue;
-          }
-          // Bit j: element j above the new prefix / within it. Rolled, one bit per step:
-          // ptxas 13.0 packed the unrolled form's predicates into the wrong bits (P2R).
-          uint32_t gtm = 0, eqm = 0;
-#pragma unroll 1
-          for (int j = 0; j < kVec; ++j) {
-            const uint32_t key = detail::lane_of<Raw>(pack, j);
-            const bool in = v * kVec + j < cnt && key >= new_lo && key <= old_hi;
-            gtm |= (in && key > new_hi ? 1u : 0u) << j;
-            eqm |= (in && key <= new_hi ? 1u : 0u) << j;
-          }
-          act_vec(gtm, eqm, e, v * kVec);
+          if (!__any_sync(0xffffffffu, any)) continue;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) visit(v * kVec + j < cnt, e[j], v * kVec + j);
         }
       }
     } else {
