@@ -97,7 +97,7 @@ struct Control {
 enum Ends : uint32_t {
   kNextDigit = 0,  // refine the bin by the next digit
   kWholeBin = 1,   // every element of the bin is needed
-  kSmallBin = 2,   // few enough to finish at rank 0: it sorts the bin and takes the best
+  kSmallBin = 2,   // few enough to finish at rank 0: it ranks the bin and takes the best
 };
 static_assert(kSmallBinCap * 12 <= kBins * 4, "the bin buffer lives in the reduction bins");
 
@@ -293,11 +293,11 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   // at the end: a remote atomic per warp step would put DSMEM latency in the scan. Past
   // the staging capacity (huge unsorted k) they claim directly. All lanes call it.
   uint32_t final_need = 0, final_eq_base = 0;
-  uint32_t small_bin = 0;  // elements of the final bin when rank 0 sorts it, else 0
+  uint32_t small_bin = 0;  // elements of the final bin when rank 0 ranks it, else 0
   uint64_t* bin_key = reinterpret_cast<uint64_t*>(red);
   uint32_t* bin_val = red + 2 * kSmallBinCap;
   // An element of the final bin with eq slot s: one of the first final_need, or every one
-  // into rank 0's bin buffer when rank 0 sorts the bin.
+  // into rank 0's bin buffer when rank 0 ranks the bin.
   auto emit_eq = [&](uint32_t s, uint32_t key, int i) {
     if (small_bin != 0) {
       if (s < small_bin) {
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     const int nh = h - width;
     const uint64_t nprefix = (prefix << width) | bin;
     // Done when any nneed of the bin's elements will do (all of them are needed, or their
-    // key is fully known and they are equal bits), or when rank 0 can sort the bin.
+    // key is fully known and they are equal bits), or when rank 0 can rank the bin.
     const bool any_will_do = ctl.bcast[2] == detail::kWholeBin || nh == 0 ||
                              (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
     // (A lone CTA's digit round has no cluster barriers and measured cheaper. The staging
@@ -528,6 +528,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     return;
   }
 
+  // One output element at its final slot, from its bits and its composite's low half
+  // (~position).
+  auto write_final = [&](auto slot, uint32_t low, uint32_t raw) {
+    vals_out[slot] = static_cast<Raw>(raw);
+    idx_out[slot] = 0xffffffffu - low;
+  };
+
   // ---- rank 0: the best final_need of a small final bin, after the greater elements -------
   if (small_bin != 0) {
     for (int i = tid; i < static_cast<int>(small_bin); i += kThreads) {
@@ -539,8 +546,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
         sort_key[slot] = c;
         sort_val[slot] = bin_val[i];
       } else {
-        vals_out[slot] = static_cast<Raw>(bin_val[i]);
-        idx_out[slot] = 0xffffffffu - static_cast<uint32_t>(c);
+        write_final(slot, static_cast<uint32_t>(c), bin_val[i]);
       }
     }
     __syncthreads();
@@ -555,19 +561,14 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     // Each element's rank straight to its output slot: no barriers between stages.
     for (int i = tid; i < k; i += kThreads) {
       const uint64_t c = sort_key[i];
-      const uint32_t r = rank_desc(sort_key, k, c);
-      vals_out[r] = static_cast<Raw>(sort_val[i]);
-      idx_out[r] = 0xffffffffu - static_cast<uint32_t>(c);
+      write_final(rank_desc(sort_key, k, c), static_cast<uint32_t>(c), sort_val[i]);
     }
   } else {
     const int P = a.sort_cap;
     for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
     __syncthreads();
     block_sort_desc<kThreads>(sort_key, sort_val, P);
-    for (int r = tid; r < k; r += kThreads) {
-      vals_out[r] = static_cast<Raw>(sort_val[r]);
-      idx_out[r] = 0xffffffffu - static_cast<uint32_t>(sort_key[r]);
-    }
+    for (int r = tid; r < k; r += kThreads) write_final(r, static_cast<uint32_t>(sort_key[r]), sort_val[r]);
   }
   mark();
   dump();

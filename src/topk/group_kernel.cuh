@@ -164,10 +164,7 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   // single-element stores k apart, so they pass through shared memory: a CTA's rows are
   // consecutive, so its outputs form one block, written with adjacent threads on adjacent
   // elements.
-  auto value_of = [&](uint32_t key, uint32_t p) -> Raw {
-    // NaNs share one key: their bits come from the element itself.
-    return is_nan_key<Keys>(key, a.largest) ? xr[p] : static_cast<Raw>(raw_of_order_key<Keys>(key, a.largest));
-  };
+  auto value_of = [&](uint32_t key, uint32_t p) -> Raw { return element_bits<Keys>(key, a.largest, xr, p); };
   if constexpr (kG >= kK) {
     T mine = 0;  // best[g], chosen without a dynamic register index
 #pragma unroll

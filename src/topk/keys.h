@@ -64,4 +64,12 @@ FLYOPS_HD bool is_nan_key(uint32_t key, bool largest) {
   return key == (largest ? Keys::kMask : 0u);
 }
 
+// The bits of the element at row[pos] whose order key is `key`: from the key, except NaNs
+// (one key for all), which are read back from the row.
+template <typename Keys, typename Index>
+FLYOPS_HD typename Keys::Raw element_bits(uint32_t key, bool largest, const typename Keys::Raw* row, Index pos) {
+  using Raw = typename Keys::Raw;
+  return is_nan_key<Keys>(key, largest) ? row[pos] : static_cast<Raw>(raw_of_order_key<Keys>(key, largest));
+}
+
 }  // namespace flyops::topk

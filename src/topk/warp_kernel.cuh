@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
   Raw* vr = static_cast<Raw*>(a.values) + row * a.k;
   int64_t* ir = a.indices + row * a.k;
   auto emit = [&](int r, uint32_t k32, uint32_t pos) {
-    vr[r] = is_nan_key<Keys>(k32, largest) ? xr[pos] : static_cast<Raw>(raw_of_order_key<Keys>(k32, largest));
+    vr[r] = element_bits<Keys>(k32, largest, xr, pos);
     ir[r] = pos;
   };
 
