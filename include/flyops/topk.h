@@ -40,13 +40,26 @@ struct TopkPlan {
     kCluster,   // radix select with the row in shared memory over a cluster of CTAs
     kArgmax,    // k == 1: a streaming arg-max over a cluster of CTAs
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
+    kDelegate,  // many long rows: the k best group maxima pick k groups, then their k best
+  };
+  // How one radix selection runs: kCluster or kTwoStage with their geometry.
+  struct Selection {
+    Kind kind = Kind::kStock;
+    int cluster = 1;          // CTAs per row (kCluster, kArgmax; kTwoStage: of the final stage)
+    int64_t seg_len = 0;      // kTwoStage: elements per segment
+    int seg_cluster = 1;      // kTwoStage: CTAs per segment
   };
   Kind kind = Kind::kStock;
-  int cluster = 1;          // CTAs per row (kCluster, kArgmax; kTwoStage: of the final stage)
-  int64_t seg_len = 0;      // kTwoStage: elements per segment
-  int seg_cluster = 1;      // kTwoStage: CTAs per segment
+  int cluster = 1;
+  int64_t seg_len = 0;
+  int seg_cluster = 1;
   const char* reason = "";  // why stock, when kind == kStock
+  // kDelegate: elements per group, and the selections over the group maxima and over the
+  // chosen groups' elements.
+  int group = 0;
+  Selection maxima, candidates;
   bool flyops() const { return kind != Kind::kStock; }
+  Selection selection() const { return {kind, cluster, seg_len, seg_cluster}; }
 };
 
 // Cheap, allocation-free: whether any flyops kernel can take the call, and which one.
@@ -62,7 +75,7 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan);
 Status topk_run(const TopkParams& p, const TopkPlan& plan);
 
 // Tuning hook for benchmarks: force a kind (0 stock, 1 warp, 2 cluster, 3 two-stage,
-// 4 arg-max, 5 group; -1 the router) and a cluster size (0: the router's). Forced plans that cannot
+// 4 arg-max, 5 group, 6 delegates, 7 the router without delegates; -1 the router) and a cluster size (0: the router's). Forced plans that cannot
 // run fall back to the router's choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 

@@ -4,6 +4,7 @@
 
 #include "common/dtype_ops.h"
 #include "flyops/topk.h"
+#include "traits.h"
 
 namespace flyops::topk {
 
@@ -14,6 +15,10 @@ struct DtypeOps {
 extern const DtypeOps kOpsFp32;
 extern const DtypeOps kOpsFp16;
 extern const DtypeOps kOpsBf16;
+
+// The selection over group maxima (AscKeys32 elements, whatever the input dtype): defined
+// once, in the fp32 translation unit.
+Status select_maxima(const TopkParams& p, const TopkPlan::Selection& s);
 
 inline const DtypeOps* ops_for(DType t) { return ops_by_dtype(t, kOpsFp32, kOpsFp16, kOpsBf16); }
 
@@ -39,6 +44,46 @@ inline TwoStage two_stage(int64_t n, int64_t k, int64_t seg_len) {
   t.n_last = n - (t.segments - 1) * seg_len;
   t.n2 = (t.segments - 1) * k + (t.n_last < k ? t.n_last : k);
   return t;
+}
+
+// The workspace a selection needs: two stages keep their first stage's results.
+inline int64_t selection_workspace_bytes(const TopkParams& p, const TopkPlan::Selection& s) {
+  if (s.kind != TopkPlan::Kind::kTwoStage) return 0;
+  return two_stage_workspace_bytes(p.rows, two_stage(p.n, p.k, s.seg_len), p.k,
+                                   static_cast<int>(dtype_size(p.dtype)));
+}
+
+// Delegates: the selection over each row's group maxima (32-bit keys, unsorted) and the one
+// over the chosen groups' elements (the caller's dtype, order and outputs).
+inline TopkParams maxima_params(const TopkParams& p, int group) {
+  TopkParams q = p;
+  q.n = q.x_row_stride = p.n / group;
+  q.dtype = DType::kFloat32;  // for the router: 4-byte elements
+  q.sorted = false;
+  return q;
+}
+inline TopkParams candidate_params(const TopkParams& p, int group) {
+  TopkParams q = p;
+  q.n = q.x_row_stride = p.k * group;
+  return q;
+}
+
+// The delegates' workspace, in order: maxima, their selection's values, indices and own
+// workspace, then the candidates and their positions. Offsets in bytes, 16-byte aligned.
+struct DelegateLayout {
+  int64_t maxima = 0, sel_values = 0, sel_indices = 0, sel_workspace = 0, cand = 0, cand_pos = 0, total = 0;
+};
+inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t sel_workspace_bytes) {
+  auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
+  const int64_t m = p.rows * (p.n / group), c = p.rows * p.k * group;
+  DelegateLayout l;
+  l.sel_values = up16(m * 4);
+  l.sel_indices = l.sel_values + up16(p.rows * p.k * 4);
+  l.sel_workspace = l.sel_indices + p.rows * p.k * 8;
+  l.cand = l.sel_workspace + up16(sel_workspace_bytes);
+  l.cand_pos = l.cand + up16(c * static_cast<int64_t>(dtype_size(p.dtype)));
+  l.total = l.cand_pos + c * 8;
+  return l;
 }
 
 }  // namespace flyops::topk

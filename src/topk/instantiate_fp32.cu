@@ -5,4 +5,8 @@ namespace flyops::topk {
 
 const DtypeOps kOpsFp32 = {&Launcher<FloatKeys<32>>::run};
 
+Status select_maxima(const TopkParams& p, const TopkPlan::Selection& s) {
+  return Launcher<AscKeys32>::select(p, s);
+}
+
 }  // namespace flyops::topk

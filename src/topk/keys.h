@@ -18,6 +18,7 @@ struct FloatKeys<32> {
   using Raw = uint32_t;
   static constexpr int kBits = 32;
   static constexpr uint32_t kMask = 0xffffffffu;
+  static constexpr bool kIdentity = false;
   static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffffffu) > 0x7f800000u; }
   static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x80000000u; }
 };
@@ -28,18 +29,40 @@ struct HalfKeys {
   using Raw = uint16_t;
   static constexpr int kBits = 16;
   static constexpr uint32_t kMask = 0xffffu;
+  static constexpr bool kIdentity = false;
   static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffu) > kInfBits; }
   static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x8000u; }
 };
 using Fp16Keys = HalfKeys<0x7c00u>;
 using Bf16Keys = HalfKeys<0x7f80u>;
 
+// Elements that already are 32-bit ascending keys (the group maxima of delegates.cuh, of
+// any source dtype): the key is the element, and 0xffffffff stands for NaN, whose ties
+// still go to the lowest positions.
+struct AscKeys32 {
+  using Raw = uint32_t;
+  static constexpr int kBits = 32;
+  static constexpr uint32_t kMask = 0xffffffffu;
+  static constexpr bool kIdentity = true;
+};
+
 // The ascending key of raw bits: negatives reversed below positives, NaN on top.
 template <typename Keys>
 FLYOPS_HD uint32_t ascending_key(uint32_t b) {
-  if (Keys::is_nan(b)) return Keys::kMask;
-  const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
-  return Keys::sign(b) ? (~b & Keys::kMask) : (b | top);
+  if constexpr (Keys::kIdentity) {
+    return b;
+  } else {
+    if (Keys::is_nan(b)) return Keys::kMask;
+    const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+    return Keys::sign(b) ? (~b & Keys::kMask) : (b | top);
+  }
+}
+
+// The ascending key widened to 32 bits with NaN still on top (AscKeys32's elements).
+template <typename Keys>
+FLYOPS_HD uint32_t ascending_key32(uint32_t b) {
+  const uint32_t k = ascending_key<Keys>(b);
+  return k == Keys::kMask ? 0xffffffffu : k;
 }
 
 // The key whose largest values come first in the output.
@@ -55,7 +78,8 @@ template <typename Keys>
 FLYOPS_HD uint32_t raw_of_order_key(uint32_t key, bool largest) {
   const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
   const uint32_t asc = largest ? key : (~key & Keys::kMask);
-  return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
+  if constexpr (Keys::kIdentity) return asc;
+  else return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
 }
 
 // Whether an order key is the NaN key (their raw bits may differ, so ties there matter).

@@ -7,6 +7,7 @@
 #include "argmax_kernel.cuh"
 #include "cluster_kernel.cuh"
 #include "common/per_device.h"
+#include "delegate_kernel.cuh"
 #include "dispatch.h"
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
@@ -106,8 +107,9 @@ struct Launcher {
     return e == cudaSuccess ? launch_status() : Status::kCudaError;
   }
 
-  static Status one_pass(const TopkParams& p, int cluster) {
+  static Status one_pass(const TopkParams& p, int cluster, const int64_t* idx_map = nullptr) {
     ClusterArgs a{};
+    a.idx_map = idx_map;
     a.x = p.x;
     a.rows = p.rows;
     a.n = a.seg_len = p.n;
@@ -123,7 +125,7 @@ struct Launcher {
 
   // Stage 1: the k best of each segment of each row (unsorted) into the workspace; stage 2:
   // the k best of each row's union, positions mapped back through stage 1's indices.
-  static Status two(const TopkParams& p, const TopkPlan& plan) {
+  static Status two(const TopkParams& p, const TopkPlan::Selection& plan) {
     const TwoStage t = two_stage(p.n, p.k, plan.seg_len);
     void* ws_vals = p.workspace;
     int64_t* ws_idx = reinterpret_cast<int64_t*>(static_cast<char*>(p.workspace) +
@@ -167,6 +169,48 @@ struct Launcher {
     return e == cudaSuccess ? launch_status() : Status::kCudaError;
   }
 
+  // A radix selection: one cluster pass per row, or two stages.
+  static Status select(const TopkParams& p, const TopkPlan::Selection& s) {
+    if (s.kind == TopkPlan::Kind::kCluster) return one_pass(p, s.cluster);
+    if (s.kind == TopkPlan::Kind::kTwoStage) return two(p, s);
+    return Status::kUnsupported;
+  }
+
+  // Group maxima (a stream), the k best of them, their groups' elements, the k best of
+  // those: four launches, the workspace laid out by delegate_layout.
+  static Status delegates(const TopkParams& p, const TopkPlan& plan) {
+    constexpr int kVec = 16 / sizeof(Raw);
+    const int group = plan.group;
+    TopkParams m = maxima_params(p, group);
+    const int64_t m_ws = selection_workspace_bytes(m, plan.maxima);
+    const DelegateLayout l = delegate_layout(p, group, m_ws);
+    char* ws = static_cast<char*>(p.workspace);
+
+    DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, reinterpret_cast<uint32_t*>(ws + l.maxima)};
+    constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
+    d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
+    flyops_topk_maxima<Keys><<<static_cast<unsigned>(p.rows * d.blocks_per_row), kDelegateThreads, 0, p.stream>>>(d);
+    if (Status s = launch_status(); s != Status::kSuccess) return s;
+
+    m.x = ws + l.maxima;
+    m.values = ws + l.sel_values;
+    m.indices = reinterpret_cast<int64_t*>(ws + l.sel_indices);
+    m.workspace = ws + l.sel_workspace;
+    m.workspace_bytes = static_cast<std::size_t>(m_ws);
+    if (Status s = select_maxima(m, plan.maxima); s != Status::kSuccess) return s;
+
+    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), m.indices, ws + l.cand,
+                 reinterpret_cast<int64_t*>(ws + l.cand_pos)};
+    const int64_t vecs = p.rows * p.k * kGroupVecs;
+    flyops_topk_gather<Raw><<<static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads),
+                              kDelegateThreads, 0, p.stream>>>(g);
+    if (Status s = launch_status(); s != Status::kSuccess) return s;
+
+    TopkParams c = candidate_params(p, group);
+    c.x = ws + l.cand;
+    return one_pass(c, plan.candidates.cluster, g.cand_pos);
+  }
+
   static Status run(const TopkParams& p, const TopkPlan& plan) {
     if (p.rows == 0) return Status::kSuccess;
     switch (plan.kind) {
@@ -174,7 +218,8 @@ struct Launcher {
       case TopkPlan::Kind::kGroup: return group(p);
       case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster);
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
-      case TopkPlan::Kind::kTwoStage: return two(p, plan);
+      case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
+      case TopkPlan::Kind::kDelegate: return delegates(p, plan);
       default: return Status::kUnsupported;
     }
   }

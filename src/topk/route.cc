@@ -82,6 +82,46 @@ bool two_stage_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) 
   return false;
 }
 
+// One radix selection (no short-row or arg-max kernel): two stages where measured better,
+// else one cluster pass per row, else two stages. False when neither fits.
+bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Selection& sel) {
+  TopkPlan plan;
+  if (topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) {
+    sel = plan.selection();
+    return true;
+  }
+  const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
+  if (c != 0 && cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) {
+    sel = {TopkPlan::Kind::kCluster, c, 0, 1};
+    return true;
+  }
+  if (c == 0 && two_stage_plan(p, dev, plan)) {
+    sel = plan.selection();
+    return true;
+  }
+  return false;
+}
+
+// Delegates (delegate_kernel.cuh): rows of whole 64-byte groups, 16-byte aligned, where
+// the k chosen groups are at most a quarter of the row and both selections fit.
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) {
+  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes, group = topk::delegate_group(bytes);
+  if (p.n % group != 0 || p.k * group * 4 > p.n) return false;
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
+  const int64_t per_block = int64_t{topk::kDelegateThreads} * topk::kDelegateUnroll;
+  if (p.rows * ((p.n / vec + per_block - 1) / per_block) > INT_MAX) return false;
+  TopkPlan::Selection maxima;
+  if (!selection_plan(topk::maxima_params(p, group), dev, maxima)) return false;
+  const TopkParams c = topk::candidate_params(p, group);
+  const int cc = cluster_for(c.rows, c.n, c.dtype, c.k, c.sorted, dev);
+  if (cc == 0 || !cluster_fits(c.n, cc, c.dtype, c.k, c.sorted)) return false;
+  plan.kind = TopkPlan::Kind::kDelegate;
+  plan.group = group;
+  plan.maxima = maxima;
+  plan.candidates = {TopkPlan::Kind::kCluster, cc, 0, 1};
+  return true;
+}
+
 }  // namespace
 
 Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
@@ -143,7 +183,8 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if (forced < 0 && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
+  if ((forced == 6 || (forced < 0 && topk::prefer_delegates(p))) && delegate_plan(p, dev, plan)) return plan;
+  if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
   if (c != 0 && forced != 3) {
     if (!cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) return stock("k too large to sort in shared memory");
@@ -156,8 +197,25 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
                       : "k too large to sort in shared memory");
 }
 
+namespace {
+// "c4" for one cluster pass, "seg16384x1c2" for two stages.
+void selection_name(const TopkPlan::Selection& s, char* buf, std::size_t len) {
+  if (s.kind == TopkPlan::Kind::kTwoStage)
+    std::snprintf(buf, len, "seg%lldx%dc%d", static_cast<long long>(s.seg_len), s.seg_cluster, s.cluster);
+  else
+    std::snprintf(buf, len, "c%d", s.cluster);
+}
+}  // namespace
+
 void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t len) {
   switch (plan.kind) {
+    case TopkPlan::Kind::kDelegate: {
+      char m[48], c[48];
+      selection_name(plan.maxima, m, sizeof m);
+      selection_name(plan.candidates, c, sizeof c);
+      std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,%s,%s>", dtype_name(dtype), plan.group, m, c);
+      break;
+    }
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
     case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kGroup: std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype)); break;
@@ -175,15 +233,18 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
 }
 
 std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
-  if (plan.kind != TopkPlan::Kind::kTwoStage) return 0;
-  const topk::TwoStage t = topk::two_stage(p.n, p.k, plan.seg_len);
-  return static_cast<std::size_t>(topk::two_stage_workspace_bytes(p.rows, t, p.k, elem_bytes(p.dtype)));
+  if (plan.kind == TopkPlan::Kind::kDelegate) {
+    const TopkParams m = topk::maxima_params(p, plan.group);
+    return static_cast<std::size_t>(
+        topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima)).total);
+  }
+  return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
 }
 
 Status topk_run(const TopkParams& p, const TopkPlan& plan) {
   const topk::DtypeOps* ops = topk::ops_for(p.dtype);
   if (ops == nullptr || !plan.flyops()) return Status::kUnsupported;
-  if (plan.kind == TopkPlan::Kind::kTwoStage && p.workspace_bytes < topk_workspace_bytes(p, plan))
+  if (p.workspace_bytes < topk_workspace_bytes(p, plan))
     return Status::kInvalidArgument;
   return ops->run(p, plan);
 }

@@ -41,6 +41,12 @@ FLYOPS_HD int group_list(int64_t k) { return k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 
 inline constexpr int kArgmaxThreads = 512;
 inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
 
+// ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
+inline constexpr int kDelegateThreads = 256;
+inline constexpr int kDelegateUnroll = 4;  // 16-byte loads in flight per thread
+inline constexpr int kGroupVecs = 4;       // vectors per group: 64 bytes of the row
+FLYOPS_HD int delegate_group(int elem_bytes) { return kGroupVecs * 16 / elem_bytes; }
+
 // ---- cluster kernel -------------------------------------------------------------------------
 inline constexpr int kClusterThreads = 512;
 inline constexpr int kDigitBits = 11;

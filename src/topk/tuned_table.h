@@ -20,6 +20,13 @@ inline bool prefer_two_stage(const TopkParams& p) {
   return p.rows >= 256 && p.k >= 512 && p.n < 200000;
 }
 
+// Delegates (group maxima, then the chosen groups) instead of a radix select over the whole
+// row: where the input is large enough that the four launches pay (first guess, to be
+// replaced by the H200 sweep).
+inline bool prefer_delegates(const TopkParams& p) {
+  return p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{16} << 20);
+}
+
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the
 // routing shapes (rows 1, 4096, 65536 x N 8-256 x k 1-8, fp32 and bf16; docs/perf-notes.md,
 // TopK v10). 16-bit rows sort 32-bit composites: the group kernel took 0.38-0.62x of the

@@ -94,8 +94,84 @@ void check_keys_against_reference(int kind) {
   }
 }
 
+// The delegate path's selection, as its kernels do it, on one row: each group's best
+// ascending key (32-bit, NaN on top), the k best groups (NaN ties to the lowest group, other
+// ties at random, as the cluster kernel may), then the k best of their elements (NaN ties to
+// the lowest position, other ties at random). Returns the chosen positions.
+template <typename Keys>
+std::vector<int64_t> delegate_topk(const std::vector<uint32_t>& raw, int group, int64_t k, bool largest,
+                                   std::mt19937& g) {
+  const int64_t groups = static_cast<int64_t>(raw.size()) / group;
+  auto order32 = [&](uint32_t asc) { return largest ? asc : ~asc; };
+  auto nan32 = [&](uint32_t key) { return key == (largest ? 0xffffffffu : 0u); };
+  std::vector<uint32_t> maxima(groups);
+  for (int64_t j = 0; j < groups; ++j) {
+    uint32_t best = order32(topk::ascending_key32<Keys>(raw[j * group]));
+    for (int i = 1; i < group; ++i) best = std::max(best, order32(topk::ascending_key32<Keys>(raw[j * group + i])));
+    maxima[j] = best;
+  }
+  // Best first; equal keys by a random rank, except NaN keys by position.
+  auto pick = [&](const std::vector<uint32_t>& key, const std::vector<int64_t>& pos, auto is_nan) {
+    std::vector<uint32_t> coin(key.size());
+    for (auto& c : coin) c = g();
+    std::vector<size_t> order(key.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (key[a] != key[b]) return key[a] > key[b];
+      return is_nan(key[a]) ? pos[a] < pos[b] : coin[a] < coin[b];
+    });
+    order.resize(static_cast<size_t>(k));
+    return order;
+  };
+  std::vector<int64_t> ids(groups);
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  std::vector<uint32_t> cand_key;
+  std::vector<int64_t> cand_pos;
+  for (size_t j : pick(maxima, ids, nan32))
+    for (int i = 0; i < group; ++i) {
+      const int64_t pos = ids[j] * group + i;
+      cand_key.push_back(topk::order_key<Keys>(raw[pos], largest));
+      cand_pos.push_back(pos);
+    }
+  std::vector<int64_t> out;
+  for (size_t c : pick(cand_key, cand_pos, [&](uint32_t key) { return topk::is_nan_key<Keys>(key, largest); }))
+    out.push_back(cand_pos[c]);
+  return out;
+}
+
+// The chosen elements' bits as a sorted multiset.
+std::vector<uint32_t> bits_of(const std::vector<uint32_t>& raw, const std::vector<int64_t>& pos) {
+  std::vector<uint32_t> b;
+  for (int64_t p : pos) b.push_back(raw[p]);
+  std::sort(b.begin(), b.end());
+  return b;
+}
+
+template <typename Keys>
+void check_delegates_against_keys(int kind) {
+  std::mt19937 g(777 + kind);
+  const int group = topk::delegate_group(Keys::kBits / 8);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int groups = 1 + static_cast<int>(g() % 40);
+    std::vector<uint32_t> raw = special_bits(g, groups * group, Keys::kBits);
+    if (kind == 2)
+      for (auto& b : raw)
+        if ((b & 0x7fffu) >= 0x7c00u && (b & 0x7fffu) <= 0x7c07u) b = (b & 0x8000u) | 0x7f80u | (b & 7u);
+    if (trial % 3 == 0)  // long runs of one value: ties across groups
+      for (size_t i = 0; i < raw.size(); ++i)
+        if (g() % 4 != 0) raw[i] = raw[0];
+    for (bool largest : {true, false}) {
+      const int64_t k = 1 + static_cast<int64_t>(g() % groups);
+      const std::vector<int64_t> got = delegate_topk<Keys>(raw, group, k, largest, g);
+      const std::vector<int64_t> want = key_topk<Keys>(raw, k, largest);
+      ASSERT_EQ(bits_of(raw, got), bits_of(raw, want))
+          << "kind " << kind << " groups " << groups << " k " << k << " largest " << largest;
+    }
+  }
+}
+
 TopkParams params(DType t, int64_t rows, int64_t n, int64_t k, bool sorted = true) {
-  static char buf[64];
+  alignas(16) static char buf[64];
   TopkParams p;
   p.rows = rows;
   p.n = n;
@@ -131,6 +207,11 @@ TEST(TopkReference, OrdersLikeStock) {
 TEST(TopkKeys, MatchTheReferenceFp32) { check_keys_against_reference<topk::FloatKeys<32>>(0); }
 TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16Keys>(1); }
 TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
+
+// The k best group maxima's groups hold a valid answer, with stock's NaN choices.
+TEST(TopkDelegates, MatchTheKeysFp32) { check_delegates_against_keys<topk::FloatKeys<32>>(0); }
+TEST(TopkDelegates, MatchTheKeysFp16) { check_delegates_against_keys<topk::Fp16Keys>(1); }
+TEST(TopkDelegates, MatchTheKeysBf16) { check_delegates_against_keys<topk::Bf16Keys>(2); }
 
 TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");

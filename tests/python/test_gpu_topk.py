@@ -197,6 +197,34 @@ def test_special_values_two_stages(kind, dtype):
         assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows
 
 
+@pytest.mark.parametrize("kind", SPECIAL + ["randn"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_delegates(kind, dtype):
+    """Group maxima, then the chosen groups (forced): ties across groups, NaNs of both signs
+    (the lowest positions must win), signed zeros, both directions, sorted or not; rows it
+    cannot take (not whole 64-byte groups, misaligned) go elsewhere and stay right."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    make = (lambda n: torch.randn(n, generator=gen).to(dtype)) if kind == "randn" else \
+        (lambda n: special_row(n, dtype, kind, gen))
+    rows = torch.stack([make(262144) for _ in range(3)]).cuda()
+    huge = make(1 << 22).cuda()
+    torch.ops.flyops._topk_force(6, 0)
+    for k in (2, 50, 1000):
+        assert torch.ops.flyops._route_topk(rows, k).startswith("flyops_topk_delegates")
+        for largest in (True, False):
+            for sorted in (True, False):
+                assert_same_as_stock(rows, k, largest=largest, sorted=sorted)
+        assert torch.ops.flyops._route_topk(huge, k).startswith("flyops_topk_delegates")
+        assert_same_as_stock(huge, k)
+        assert_same_as_stock(huge, k, largest=False, sorted=False)
+        view = rows[:, 1:]  # misaligned rows of 262143: not whole groups
+        assert not torch.ops.flyops._route_topk(view, k).startswith("flyops_topk_delegates")
+        assert_same_as_stock(view, k, sorted=False)
+    strided = torch.stack([make(262144 + 64) for _ in range(2)]).cuda()[:, :262144]  # padded rows
+    assert torch.ops.flyops._route_topk(strided, 50).startswith("flyops_topk_delegates")
+    assert_same_as_stock(strided, 50)
+
+
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
 @pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
