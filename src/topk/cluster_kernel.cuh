@@ -49,6 +49,10 @@ struct ClusterArgs {
   // Output position of element i of a segment: idx_map[r * row_stride + i] when given (one
   // segment per row), else its position in the input row.
   const int64_t* idx_map;
+  // Else, when given, element i of row r is element i % 2^group_log2 of group
+  // group_map[r * (row_stride >> group_log2) + i >> group_log2] of the input row (delegates).
+  const int64_t* group_map;
+  int group_log2;
   int k;           // per row; a last row shorter than k yields all its elements
   int out_stride;  // elements between output rows
   bool largest;
@@ -251,8 +255,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   mark();
 
   auto out_index = [&](int i) -> uint32_t {
-    return a.idx_map != nullptr ? static_cast<uint32_t>(a.idx_map[in_row * a.row_stride + lo + i])
-                                : static_cast<uint32_t>(seg0 + lo + i);
+    if (a.idx_map != nullptr) return static_cast<uint32_t>(a.idx_map[in_row * a.row_stride + lo + i]);
+    if (a.group_map != nullptr) {
+      const int64_t e = lo + i, gl = a.group_log2;
+      const int64_t g = a.group_map[in_row * (a.row_stride >> gl) + (e >> gl)];
+      return static_cast<uint32_t>((g << gl) | (e & ((int64_t{1} << gl) - 1)));
+    }
+    return static_cast<uint32_t>(seg0 + lo + i);
   };
   // The element's bits: from its key, except NaNs (one key for all), re-read from memory.
   auto raw_of = [&](uint32_t key, int i) -> uint32_t {

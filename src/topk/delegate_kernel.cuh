@@ -5,8 +5,9 @@
 //             or 32 bf16/fp16 elements) becomes its best element's 32-bit ascending key;
 //   select    the k best maxima of each row (the cluster kernel on AscKeys32): their
 //             groups hold the row's answer;
-//   gather    those k groups' elements, with their positions, into a candidate row;
-//   select    the k best candidates (the cluster kernel, positions mapped back).
+//   gather    those k groups' elements into a candidate row;
+//   select    the k best candidates (the cluster kernel, positions mapped back through
+//             the chosen groups).
 //
 // Why the k best groups suffice: their maxima are k distinct elements at or above the
 // k-th best maximum t, so the row's k-th best key is >= t, and every answer element lies
@@ -39,13 +40,45 @@ struct GatherArgs {
   int64_t groups_total;    // rows * k
   int k;
   const int64_t* chosen;   // [rows, k] group numbers
-  void* cand;              // [rows, k * group] elements
-  int64_t* cand_pos;       // [rows, k * group] their positions in the row
+  void* cand;              // [rows, k * group] their elements (positions: from `chosen`)
 };
 
 }  // namespace flyops::topk
 
 #if defined(__CUDACC__)
+namespace flyops::topk::detail {
+
+// The best 32-bit ascending key of a 16-byte vector: largest-first wants the greatest,
+// smallest-first the least. 16-bit elements go two per word (ascending_key_pair, then
+// max/min.u16x2), which keeps the stream memory-bound.
+template <typename Keys>
+FLYOPS_DEVICE uint32_t best_key(const uint4& v, bool largest) {
+  if constexpr (Keys::kBits == 32) {
+    uint32_t best = ascending_key32<Keys>(v.x);
+    for (uint32_t w : {v.y, v.z, v.w}) {
+      const uint32_t key = ascending_key32<Keys>(w);
+      best = largest ? max(best, key) : min(best, key);
+    }
+    return best;
+  } else {
+    const uint32_t a = ascending_key_pair<Keys>(v.x), b = ascending_key_pair<Keys>(v.y);
+    const uint32_t c = ascending_key_pair<Keys>(v.z), d = ascending_key_pair<Keys>(v.w);
+    uint32_t ab, cd, p;
+    if (largest) {
+      asm("max.u16x2 %0, %1, %2;" : "=r"(ab) : "r"(a), "r"(b));
+      asm("max.u16x2 %0, %1, %2;" : "=r"(cd) : "r"(c), "r"(d));
+      asm("max.u16x2 %0, %1, %2;" : "=r"(p) : "r"(ab), "r"(cd));
+      return widen_key32<Keys>(max(p & 0xffffu, p >> 16));
+    }
+    asm("min.u16x2 %0, %1, %2;" : "=r"(ab) : "r"(a), "r"(b));
+    asm("min.u16x2 %0, %1, %2;" : "=r"(cd) : "r"(c), "r"(d));
+    asm("min.u16x2 %0, %1, %2;" : "=r"(p) : "r"(ab), "r"(cd));
+    return widen_key32<Keys>(min(p & 0xffffu, p >> 16));
+  }
+}
+
+}  // namespace flyops::topk::detail
+
 // Global namespace: profiler and ncu names start with flyops_.
 
 // One 16-byte vector per thread per step; the four lanes of a group combine by shuffles.
@@ -72,14 +105,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
 #pragma unroll
   for (int u = 0; u < kDelegateUnroll; ++u) {
     const int64_t v = v0 + u * kDelegateThreads;
-    const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
-    // The best ascending key: largest-first wants the greatest, smallest-first the least.
-    uint32_t best = ascending_key32<Keys>(e[0]);
-#pragma unroll
-    for (int j = 1; j < kVec; ++j) {
-      const uint32_t key = ascending_key32<Keys>(e[j]);
-      best = largest ? max(best, key) : min(best, key);
-    }
+    uint32_t best = detail::best_key<Keys>(buf[u], largest);
 #pragma unroll
     for (int d = 1; d < kGroupVecs; d <<= 1) {
       const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
@@ -90,7 +116,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
   }
 }
 
-// One 16-byte vector of a chosen group per thread: the elements and their positions.
+// One 16-byte vector of a chosen group per thread.
 template <typename Raw>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_gather(flyops::topk::GatherArgs a) {
   using namespace flyops::topk;
@@ -103,8 +129,5 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ga
   const int64_t pos = a.chosen[slot] * kGroup + (t % kGroupVecs) * kVec;
   const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride + pos);
   reinterpret_cast<uint4*>(a.cand)[t] = v;
-  int64_t* p = a.cand_pos + t * kVec;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) p[j] = pos + j;
 }
 #endif

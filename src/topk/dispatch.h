@@ -68,10 +68,10 @@ inline TopkParams candidate_params(const TopkParams& p, int group) {
   return q;
 }
 
-// The delegates' workspace, in order: maxima, their selection's values, indices and own
-// workspace, then the candidates and their positions. Offsets in bytes, 16-byte aligned.
+// The delegates' workspace, in order: maxima, their selection's values, indices (the
+// chosen groups) and own workspace, then the candidates. Offsets in bytes, 16-byte aligned.
 struct DelegateLayout {
-  int64_t maxima = 0, sel_values = 0, sel_indices = 0, sel_workspace = 0, cand = 0, cand_pos = 0, total = 0;
+  int64_t maxima = 0, sel_values = 0, sel_indices = 0, sel_workspace = 0, cand = 0, total = 0;
 };
 inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t sel_workspace_bytes) {
   auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
@@ -81,8 +81,7 @@ inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t se
   l.sel_indices = l.sel_values + up16(p.rows * p.k * 4);
   l.sel_workspace = l.sel_indices + p.rows * p.k * 8;
   l.cand = l.sel_workspace + up16(sel_workspace_bytes);
-  l.cand_pos = l.cand + up16(c * static_cast<int64_t>(dtype_size(p.dtype)));
-  l.total = l.cand_pos + c * 8;
+  l.total = l.cand + c * static_cast<int64_t>(dtype_size(p.dtype));
   return l;
 }
 

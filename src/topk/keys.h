@@ -30,6 +30,7 @@ struct HalfKeys {
   static constexpr int kBits = 16;
   static constexpr uint32_t kMask = 0xffffu;
   static constexpr bool kIdentity = false;
+  static constexpr uint32_t kInf = kInfBits;
   static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffu) > kInfBits; }
   static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x8000u; }
 };
@@ -58,11 +59,29 @@ FLYOPS_HD uint32_t ascending_key(uint32_t b) {
   }
 }
 
-// The ascending key widened to 32 bits with NaN still on top (AscKeys32's elements).
+// The ascending key as 32 bits with NaN still on top (AscKeys32's elements): a 16-bit key
+// goes to the top half, so that the radix select's first digit sees its sign and exponent.
+template <typename Keys>
+FLYOPS_HD uint32_t widen_key32(uint32_t k) {
+  if constexpr (Keys::kBits == 32) return k;
+  else return k == Keys::kMask ? 0xffffffffu : k << 16;
+}
 template <typename Keys>
 FLYOPS_HD uint32_t ascending_key32(uint32_t b) {
-  const uint32_t k = ascending_key<Keys>(b);
-  return k == Keys::kMask ? 0xffffffffu : k;
+  return widen_key32<Keys>(ascending_key<Keys>(b));
+}
+
+// Two 16-bit ascending keys at once from a word of two elements (branch-free: the group
+// maxima are a stream whose 16-bit elements would otherwise cost more than their load).
+template <typename Keys>
+FLYOPS_HD uint32_t ascending_key_pair(uint32_t w) {
+  static_assert(Keys::kBits == 16, "two 16-bit elements per word");
+  constexpr uint32_t kLow = 0x00010001u;
+  const uint32_t neg = ((w >> 15) & kLow) * 0xffffu;  // 0xffff in each negative half
+  // A half is NaN when its magnitude exceeds inf's, i.e. when adding 0x7fff - inf carries
+  // into bit 15 (no carry leaves the half: both terms are below 0x8000).
+  const uint32_t nan = ((((w & 0x7fff7fffu) + (0x7fffu - Keys::kInf) * kLow) >> 15) & kLow) * 0xffffu;
+  return (w ^ (neg | 0x80008000u)) | nan;
 }
 
 // The key whose largest values come first in the output.

@@ -107,9 +107,10 @@ struct Launcher {
     return e == cudaSuccess ? launch_status() : Status::kCudaError;
   }
 
-  static Status one_pass(const TopkParams& p, int cluster, const int64_t* idx_map = nullptr) {
+  static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0) {
     ClusterArgs a{};
-    a.idx_map = idx_map;
+    a.group_map = group_map;
+    a.group_log2 = group_log2;
     a.x = p.x;
     a.rows = p.rows;
     a.n = a.seg_len = p.n;
@@ -199,8 +200,7 @@ struct Launcher {
     m.workspace_bytes = static_cast<std::size_t>(m_ws);
     if (Status s = select_maxima(m, plan.maxima); s != Status::kSuccess) return s;
 
-    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), m.indices, ws + l.cand,
-                 reinterpret_cast<int64_t*>(ws + l.cand_pos)};
+    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), m.indices, ws + l.cand};
     const int64_t vecs = p.rows * p.k * kGroupVecs;
     flyops_topk_gather<Raw><<<static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads),
                               kDelegateThreads, 0, p.stream>>>(g);
@@ -208,7 +208,9 @@ struct Launcher {
 
     TopkParams c = candidate_params(p, group);
     c.x = ws + l.cand;
-    return one_pass(c, plan.candidates.cluster, g.cand_pos);
+    int log2 = 0;
+    while ((1 << log2) < group) ++log2;
+    return one_pass(c, plan.candidates.cluster, m.indices, log2);
   }
 
   static Status run(const TopkParams& p, const TopkPlan& plan) {

@@ -208,6 +208,25 @@ TEST(TopkKeys, MatchTheReferenceFp32) { check_keys_against_reference<topk::Float
 TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16Keys>(1); }
 TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
 
+// The group maxima's branch-free 16-bit keys, two per word, agree with the scalar keys on
+// every bit pattern, and widening keeps their order with NaN on top.
+template <typename Keys>
+void check_key_pairs() {
+  std::mt19937 g(99);
+  for (uint32_t b = 0; b <= 0xffffu; ++b) {
+    const uint32_t other = g() & 0xffffu;
+    const uint32_t pair = topk::ascending_key_pair<Keys>(b | (other << 16));
+    ASSERT_EQ(pair & 0xffffu, topk::ascending_key<Keys>(b)) << std::hex << b;
+    ASSERT_EQ(pair >> 16, topk::ascending_key<Keys>(other)) << std::hex << other;
+    const uint32_t next = (b + 1) & 0xffffu;
+    const uint32_t kb = topk::ascending_key<Keys>(b), kn = topk::ascending_key<Keys>(next);
+    ASSERT_EQ(topk::widen_key32<Keys>(kb) < topk::widen_key32<Keys>(kn), kb < kn);
+    ASSERT_EQ(topk::widen_key32<Keys>(kb) == 0xffffffffu, Keys::is_nan(b));
+  }
+}
+TEST(TopkDelegates, KeyPairsBf16) { check_key_pairs<topk::Bf16Keys>(); }
+TEST(TopkDelegates, KeyPairsFp16) { check_key_pairs<topk::Fp16Keys>(); }
+
 // The k best group maxima's groups hold a valid answer, with stock's NaN choices.
 TEST(TopkDelegates, MatchTheKeysFp32) { check_delegates_against_keys<topk::FloatKeys<32>>(0); }
 TEST(TopkDelegates, MatchTheKeysFp16) { check_delegates_against_keys<topk::Fp16Keys>(1); }
@@ -229,8 +248,15 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_cluster<fp32,c2>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_two_stage<fp32,seg16384x1,c16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g16,c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g32,c2,c2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g16,seg16384x1c2,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_cluster<fp32,c2>");  // short rows
+  // Candidates over a quarter of the row: not worth it.
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 1024)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
+  TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // not whole 64-byte groups
+  EXPECT_EQ(plan_name(odd), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
 }
 
 TEST(TopkRoute, RefusalsSayWhy) {
@@ -270,6 +296,13 @@ TEST(TopkRoute, PlansFit) {
               EXPECT_GT(topk_workspace_bytes(p, plan), size_t(0));
               EXPECT_TRUE(topk::cluster_geometry(plan.seg_len, plan.seg_cluster,
                                                  static_cast<int>(dtype_size(t)), k, false).fits);
+            }
+            if (plan.kind == TopkPlan::Kind::kDelegate) {
+              EXPECT_EQ(n % plan.group, 0);
+              EXPECT_LE(k * plan.group * 4, n);
+              EXPECT_GT(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));
+              EXPECT_TRUE(topk::cluster_geometry(k * plan.group, plan.candidates.cluster,
+                                                 static_cast<int>(dtype_size(t)), k, sorted).fits);
             }
             if (plan.kind == TopkPlan::Kind::kGroup) {
               EXPECT_LE(n, topk::kGroupMaxN);
