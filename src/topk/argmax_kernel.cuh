@@ -10,6 +10,7 @@
 #include "flyops/tile/warp.h"
 #include "keys.h"
 #include "traits.h"
+#include "vec_keys.cuh"
 
 namespace flyops::topk {
 
@@ -56,8 +57,12 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
     best = c > best ? c : best;
   };
   if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
+    // Per vector only its greatest key is compared with the thread's best; the element is
+    // located only when it wins (rarely, after the first few vectors). A thread's vectors
+    // come in increasing position order, so a strict win keeps the lowest position on ties.
     const int nv = cnt / kVec;
     const uint4* src = reinterpret_cast<const uint4*>(xr);
+    uint32_t vkey = 0, vpos = 0xffffffffu;  // no element yet
     for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
       uint4 buf[kUnroll];
 #pragma unroll
@@ -66,12 +71,22 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int v = v0 + u * kThreads;
-        if (v < nv) {
+        if (v >= nv) continue;
+        const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
+        if (m > vkey || vpos == 0xffffffffu) {
           const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
+          int j = kVec - 1;
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) take(e[j], v * kVec + j);
+          for (int jj = kVec - 2; jj >= 0; --jj)
+            if (order_key<Keys>(e[jj], a.largest) == m) j = jj;
+          vkey = m;
+          vpos = pos0 + static_cast<uint32_t>(v * kVec + j);
         }
       }
+    }
+    if (vpos != 0xffffffffu) {
+      const uint64_t c = (uint64_t{vkey} << 32) | (0xffffffffu - vpos);
+      best = c > best ? c : best;
     }
     for (int i = nv * kVec + tid; i < cnt; i += kThreads) take(xr[i], i);
   } else {

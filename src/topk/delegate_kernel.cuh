@@ -1,8 +1,8 @@
 // Many long rows: select through group maxima ("delegates", after Dr. Top-k, SC'21), so
 // that the radix select runs on a fraction of the row instead of all of it.
 //
-//   maxima    a pure stream: each group of kGroupVecs consecutive 16-byte vectors (16 fp32
-//             or 32 bf16/fp16 elements) becomes its best element's 32-bit ascending key;
+//   maxima    a pure stream: each group of 4-16 consecutive 16-byte vectors (traits.h)
+//             becomes its best element's 32-bit ascending key;
 //   select    the k best maxima of each row (the cluster kernel on AscKeys32): their
 //             groups hold the row's answer;
 //   gather    those k groups' elements into a candidate row;
@@ -21,6 +21,7 @@
 
 #include "keys.h"
 #include "traits.h"
+#include "vec_keys.cuh"
 
 namespace flyops::topk {
 
@@ -39,6 +40,7 @@ struct GatherArgs {
   int64_t row_stride;
   int64_t groups_total;    // rows * k
   int k;
+  int group_vecs_log2;     // 16-byte vectors per group
   const int64_t* chosen;   // [rows, k] group numbers
   void* cand;              // [rows, k * group] their elements (positions: from `chosen`)
 };
@@ -46,54 +48,22 @@ struct GatherArgs {
 }  // namespace flyops::topk
 
 #if defined(__CUDACC__)
-namespace flyops::topk::detail {
-
-// The best 32-bit ascending key of a 16-byte vector: largest-first wants the greatest,
-// smallest-first the least. 16-bit elements go two per word (ascending_key_pair, then
-// max/min.u16x2), which keeps the stream memory-bound.
-template <typename Keys>
-FLYOPS_DEVICE uint32_t best_key(const uint4& v, bool largest) {
-  if constexpr (Keys::kBits == 32) {
-    uint32_t best = ascending_key32<Keys>(v.x);
-    for (uint32_t w : {v.y, v.z, v.w}) {
-      const uint32_t key = ascending_key32<Keys>(w);
-      best = largest ? max(best, key) : min(best, key);
-    }
-    return best;
-  } else {
-    const uint32_t a = ascending_key_pair<Keys>(v.x), b = ascending_key_pair<Keys>(v.y);
-    const uint32_t c = ascending_key_pair<Keys>(v.z), d = ascending_key_pair<Keys>(v.w);
-    uint32_t ab, cd, p;
-    if (largest) {
-      asm("max.u16x2 %0, %1, %2;" : "=r"(ab) : "r"(a), "r"(b));
-      asm("max.u16x2 %0, %1, %2;" : "=r"(cd) : "r"(c), "r"(d));
-      asm("max.u16x2 %0, %1, %2;" : "=r"(p) : "r"(ab), "r"(cd));
-      return widen_key32<Keys>(max(p & 0xffffu, p >> 16));
-    }
-    asm("min.u16x2 %0, %1, %2;" : "=r"(ab) : "r"(a), "r"(b));
-    asm("min.u16x2 %0, %1, %2;" : "=r"(cd) : "r"(c), "r"(d));
-    asm("min.u16x2 %0, %1, %2;" : "=r"(p) : "r"(ab), "r"(cd));
-    return widen_key32<Keys>(min(p & 0xffffu, p >> 16));
-  }
-}
-
-}  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_.
 
-// One 16-byte vector per thread per step; the four lanes of a group combine by shuffles.
-template <typename Keys>
+// One 16-byte vector per thread per step; the kGV lanes of a group combine by shuffles.
+template <typename Keys, int kGV>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr int kPerBlock = kDelegateThreads * kDelegateUnroll;
-  static_assert(kGroupVecs == 4, "the shuffles below combine four lanes");
+  static_assert(kGV >= 2 && kGV <= 32 && (kGV & (kGV - 1)) == 0, "a group's lanes are a power of two in a warp");
   const int64_t row = blockIdx.x / a.blocks_per_row;
   const int64_t v0 = (blockIdx.x - row * a.blocks_per_row) * kPerBlock + threadIdx.x;
   const int64_t nv = a.n / kVec;
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride);
-  uint32_t* out = a.maxima + row * (nv / kGroupVecs);
+  uint32_t* out = a.maxima + row * (nv / kGV);
   const bool largest = a.largest;
 
   uint4 buf[kDelegateUnroll];
@@ -105,14 +75,16 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
 #pragma unroll
   for (int u = 0; u < kDelegateUnroll; ++u) {
     const int64_t v = v0 + u * kDelegateThreads;
-    uint32_t best = detail::best_key<Keys>(buf[u], largest);
+    // The group's best element as a 32-bit ascending key (the greatest order key).
+    const uint32_t m = max_order_key<Keys>(buf[u], largest);
+    uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
 #pragma unroll
-    for (int d = 1; d < kGroupVecs; d <<= 1) {
+    for (int d = 1; d < kGV; d <<= 1) {
       const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
       best = largest ? max(best, other) : min(best, other);
     }
     // nv is a multiple of the group, so a group's lanes are all in the row or all out.
-    if (v < nv && (threadIdx.x & (kGroupVecs - 1)) == 0) out[v / kGroupVecs] = best;
+    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) out[v / kGV] = best;
   }
 }
 
@@ -121,12 +93,12 @@ template <typename Raw>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_gather(flyops::topk::GatherArgs a) {
   using namespace flyops::topk;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kGroup = kGroupVecs * kVec;
+  const int gl = a.group_vecs_log2;
   const int64_t t = int64_t(blockIdx.x) * kDelegateThreads + threadIdx.x;  // vector of the candidates
-  const int64_t slot = t / kGroupVecs;                                        // row * k + j
+  const int64_t slot = t >> gl;                                               // row * k + j
   if (slot >= a.groups_total) return;
   const int64_t row = slot / a.k;
-  const int64_t pos = a.chosen[slot] * kGroup + (t % kGroupVecs) * kVec;
+  const int64_t pos = ((a.chosen[slot] << gl) + (t & ((int64_t{1} << gl) - 1))) * kVec;
   const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride + pos);
   reinterpret_cast<uint4*>(a.cand)[t] = v;
 }

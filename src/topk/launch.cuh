@@ -187,10 +187,19 @@ struct Launcher {
     const DelegateLayout l = delegate_layout(p, group, m_ws);
     char* ws = static_cast<char*>(p.workspace);
 
+    const int gv = group / kVec;
+    int gl = 0;
+    while ((1 << gl) < gv) ++gl;
     DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, reinterpret_cast<uint32_t*>(ws + l.maxima)};
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
-    flyops_topk_maxima<Keys><<<static_cast<unsigned>(p.rows * d.blocks_per_row), kDelegateThreads, 0, p.stream>>>(d);
+    const unsigned grid = static_cast<unsigned>(p.rows * d.blocks_per_row);
+    if (gv == 16)
+      flyops_topk_maxima<Keys, 16><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+    else if (gv == 8)
+      flyops_topk_maxima<Keys, 8><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+    else
+      flyops_topk_maxima<Keys, 4><<<grid, kDelegateThreads, 0, p.stream>>>(d);
     if (Status s = launch_status(); s != Status::kSuccess) return s;
 
     m.x = ws + l.maxima;
@@ -200,15 +209,15 @@ struct Launcher {
     m.workspace_bytes = static_cast<std::size_t>(m_ws);
     if (Status s = select_maxima(m, plan.maxima); s != Status::kSuccess) return s;
 
-    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), m.indices, ws + l.cand};
-    const int64_t vecs = p.rows * p.k * kGroupVecs;
+    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), gl, m.indices, ws + l.cand};
+    const int64_t vecs = p.rows * p.k * gv;
     flyops_topk_gather<Raw><<<static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads),
                               kDelegateThreads, 0, p.stream>>>(g);
     if (Status s = launch_status(); s != Status::kSuccess) return s;
 
     TopkParams c = candidate_params(p, group);
     c.x = ws + l.cand;
-    int log2 = 0;
+    int log2 = gl;
     while ((1 << log2) < group) ++log2;
     return one_pass(c, plan.candidates.cluster, m.indices, log2);
   }

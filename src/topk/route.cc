@@ -102,11 +102,11 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
   return false;
 }
 
-// Delegates (delegate_kernel.cuh): rows of whole 64-byte groups, 16-byte aligned, where
-// the k chosen groups are at most a quarter of the row and both selections fit.
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) {
-  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes, group = topk::delegate_group(bytes);
-  if (p.n % group != 0 || p.k * group * 4 > p.n) return false;
+// Delegates (delegate_kernel.cuh): rows of whole groups (traits.h), 16-byte aligned, where
+// both selections fit.
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int only_vecs = 0) {
+  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes, group = topk::delegate_group(p.n, p.k, bytes, only_vecs);
+  if (group == 0) return false;
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
   const int64_t per_block = int64_t{topk::kDelegateThreads} * topk::kDelegateUnroll;
   if (p.rows * ((p.n / vec + per_block - 1) / per_block) > INT_MAX) return false;
@@ -183,7 +183,9 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if ((forced == 6 || (forced < 0 && topk::prefer_delegates(p))) && delegate_plan(p, dev, plan)) return plan;
+  if ((forced == 6 || (forced < 0 && topk::prefer_delegates(p))) &&
+      delegate_plan(p, dev, plan, forced == 6 ? forced_c : 0))
+    return plan;
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
   if (c != 0 && forced != 3) {

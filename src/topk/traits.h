@@ -44,8 +44,27 @@ inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;
 inline constexpr int kDelegateUnroll = 4;  // 16-byte loads in flight per thread
-inline constexpr int kGroupVecs = 4;       // vectors per group: 64 bytes of the row
-FLYOPS_HD int delegate_group(int elem_bytes) { return kGroupVecs * 16 / elem_bytes; }
+// A group is 4, 8 or 16 consecutive 16-byte vectors: larger groups leave fewer maxima to
+// select from, smaller ones fewer candidates (k groups of them).
+inline constexpr int kMinGroupVecs = 4;
+inline constexpr int kMaxGroupVecs = 16;
+inline constexpr int64_t kDelegateCandidates = 4096;  // per row, when a larger group allows
+
+// Elements per group for k of a row of n (a power of two), or 0 when delegates do not pay:
+// the largest group whose k fill at most kDelegateCandidates, else the smallest; whole
+// groups per row, and the candidates at most half the row.
+// `only_vecs` (tuning) allows that many vectors per group only.
+inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 0) {
+  const int vec = 16 / elem_bytes;
+  for (int gv = kMaxGroupVecs; gv >= kMinGroupVecs; gv /= 2) {
+    const int64_t g = int64_t{gv} * vec;
+    const bool fits = n % g == 0 && k * g * 2 <= n;
+    if (only_vecs != 0 ? (gv == only_vecs && fits)
+                       : (fits && (k * g <= kDelegateCandidates || gv == kMinGroupVecs)))
+      return static_cast<int>(g);
+  }
+  return 0;
+}
 
 // ---- cluster kernel -------------------------------------------------------------------------
 inline constexpr int kClusterThreads = 512;

@@ -150,8 +150,8 @@ std::vector<uint32_t> bits_of(const std::vector<uint32_t>& raw, const std::vecto
 template <typename Keys>
 void check_delegates_against_keys(int kind) {
   std::mt19937 g(777 + kind);
-  const int group = topk::delegate_group(Keys::kBits / 8);
   for (int trial = 0; trial < 300; ++trial) {
+    const int group = (16 / (Keys::kBits / 8)) << (2 + trial % 3);  // 4, 8 or 16 vectors
     const int groups = 1 + static_cast<int>(g() % 40);
     std::vector<uint32_t> raw = special_bits(g, groups * group, Keys::kBits);
     if (kind == 2)
@@ -248,13 +248,15 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_cluster<fp32,c2>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g16,c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,c1,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g32,c2,c2>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g16,seg16384x1c2,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g32,seg16384x1c1,c1>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_cluster<fp32,c2>");  // short rows
-  // Candidates over a quarter of the row: not worth it.
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 1024)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 16 MB
+  // Candidates over half the row: not worth it.
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 4096)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
   TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // not whole 64-byte groups
   EXPECT_EQ(plan_name(odd), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
 }
@@ -299,7 +301,7 @@ TEST(TopkRoute, PlansFit) {
             }
             if (plan.kind == TopkPlan::Kind::kDelegate) {
               EXPECT_EQ(n % plan.group, 0);
-              EXPECT_LE(k * plan.group * 4, n);
+              EXPECT_LE(k * plan.group * 2, n);
               EXPECT_GT(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));
               EXPECT_TRUE(topk::cluster_geometry(k * plan.group, plan.candidates.cluster,
                                                  static_cast<int>(dtype_size(t)), k, sorted).fits);

@@ -197,9 +197,10 @@ def test_special_values_two_stages(kind, dtype):
         assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows
 
 
+@pytest.mark.parametrize("vecs", [0, 4, 16], ids=["router", "g4", "g16"])  # 16-byte vectors per group
 @pytest.mark.parametrize("kind", SPECIAL + ["randn"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_delegates(kind, dtype):
+def test_delegates(kind, dtype, vecs):
     """Group maxima, then the chosen groups (forced): ties across groups, NaNs of both signs
     (the lowest positions must win), signed zeros, both directions, sorted or not; rows it
     cannot take (not whole 64-byte groups, misaligned) go elsewhere and stay right."""
@@ -208,7 +209,7 @@ def test_delegates(kind, dtype):
         (lambda n: special_row(n, dtype, kind, gen))
     rows = torch.stack([make(262144) for _ in range(3)]).cuda()
     huge = make(1 << 22).cuda()
-    torch.ops.flyops._topk_force(6, 0)
+    torch.ops.flyops._topk_force(6, vecs)
     for k in (2, 50, 1000):
         assert torch.ops.flyops._route_topk(rows, k).startswith("flyops_topk_delegates")
         for largest in (True, False):

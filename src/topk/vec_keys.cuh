@@ -1,0 +1,36 @@
+// The best order key of a 16-byte vector, for the streaming kernels (arg-max, group maxima):
+// 16-bit elements go two per word (ascending_key_pair, then max.u16x2), which keeps those
+// streams memory-bound instead of bound by per-element key arithmetic.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <cstdint>
+
+#include "keys.h"
+
+namespace flyops::topk {
+
+FLYOPS_DEVICE uint32_t max_u16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// The greatest order key (at the element's width) among the vector's elements.
+template <typename Keys>
+FLYOPS_DEVICE uint32_t max_order_key(const uint4& v, bool largest) {
+  if constexpr (Keys::kBits == 32) {
+    uint32_t m = order_key<Keys>(v.x, largest);
+    m = max(m, order_key<Keys>(v.y, largest));
+    m = max(m, order_key<Keys>(v.z, largest));
+    return max(m, order_key<Keys>(v.w, largest));
+  } else {
+    const uint32_t flip = largest ? 0u : 0xffffffffu;  // smallest-first: both halves complemented
+    const uint32_t p = max_u16x2(max_u16x2(ascending_key_pair<Keys>(v.x) ^ flip, ascending_key_pair<Keys>(v.y) ^ flip),
+                                 max_u16x2(ascending_key_pair<Keys>(v.z) ^ flip, ascending_key_pair<Keys>(v.w) ^ flip));
+    return max(p & 0xffffu, p >> 16);
+  }
+}
+
+}  // namespace flyops::topk
+#endif
