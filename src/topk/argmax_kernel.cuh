@@ -36,7 +36,9 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
   using Raw = typename Keys::Raw;
   constexpr int kThreads = kArgmaxThreads;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kUnroll = 4;
+  // Loads in flight per thread: 16-bit rows carry half the bytes per load, and a thread's
+  // keys are computed between its loads, so they need more of them to stay memory-bound.
+  constexpr int kUnroll = sizeof(Raw) == 2 ? 8 : 4;
   __shared__ uint64_t warp_best[kThreads / 32];
   __shared__ uint64_t cta_best;
 

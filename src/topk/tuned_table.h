@@ -21,13 +21,13 @@ inline bool prefer_two_stage(const TopkParams& p) {
 }
 
 // Delegates (group maxima, then the chosen groups) instead of a radix select over the whole
-// row, on long rows (>= 100k) reading >= 18 MB in all. Source: both forced on the sampling
-// shapes (docs/perf-notes.md, TopK v15): their two selections and four launches cost ~25 us
-// whatever the size, so 64 x 128256 bf16 (16 MB) measured 0.90-1.04x, 64 x 151936 bf16
-// (19 MB) 1.08-1.87x, 64 x 128256 fp32 1.17-1.33x, 256 x 262144 fp32 2.0-2.6x, one row of
-// 2^24 1.35-1.42x; single vocabulary rows (<= 1 MB) lost 2-3x.
+// row, on long rows (>= 100k) reading >= 15 MiB in all. Source: both forced on the sampling
+// shapes (docs/perf-notes.md, TopK v15-v16): their two selections and four launches cost
+// ~25 us whatever the size, so 64 x 128256 bf16 (16 MB) measured 0.95-1.19x, 64 x 128256
+// fp32 1.23-1.35x, 256 x 262144 fp32 2.2-2.7x, one row of 2^24 1.47-1.49x; 256 x 32000
+// (rows of 128 KB or less) 0.90-1.07x, single vocabulary rows 0.3-0.6x.
 inline bool prefer_delegates(const TopkParams& p) {
-  return p.n >= 100000 && p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{18} << 20);
+  return p.n >= 100000 && p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
 }
 
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the

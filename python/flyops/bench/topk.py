@@ -174,7 +174,8 @@ TUNE_SHAPES = [(r, n, k) for r in (1, 64, 256) for n in (32000, 128256, 262144) 
 
 
 def tune(timer):
-    """Each cluster size forced on the cluster kernel (and two stages for the huge row),
+    """Each cluster size forced on the cluster kernel (and two stages, and delegates with each
+    group size),
     against stock and the router's pick: the data behind route.cc's cluster rule."""
     rows_out = []
     for dt, dtype in DTYPES.items():
@@ -187,12 +188,13 @@ def tune(timer):
                      "router": torch.ops.flyops._route_topk(x, k), "router_ms": round(timer.device_ms(fn), 5),
                      "forced": {}}
             kinds = [(1, 0), (5, 0)] if n <= 512 else [(2, c) for c in (1, 2, 4, 8, 16)] + [(3, 0)] + \
-                ([(4, c) for c in (1, 2, 4, 8, 16)] if k == 1 else [])
+                ([(4, c) for c in (1, 2, 4, 8, 16)] if k == 1 else [(6, v) for v in (4, 8, 16)])
             for kind, c in kinds:
                 torch.ops.flyops._topk_force(kind, c)
                 try:
                     name = torch.ops.flyops._route_topk(x, k)
                     if (kind in (2, 4) and f"c{c}>" not in name) or (kind == 3 and "two_stage" not in name) \
+                            or (kind == 6 and "delegates" not in name) \
                             or (kind == 1 and "warp" not in name) or (kind == 5 and "group" not in name) \
                             or name in entry["forced"]:
                         continue
