@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr int kPerBlock = kDelegateThreads * kDelegateUnroll;
-  static_assert(kGV >= 2 && kGV <= 32 && (kGV & (kGV - 1)) == 0, "a group's lanes are a power of two in a warp");
+  static_assert(kGV >= 1 && kGV <= 32 && (kGV & (kGV - 1)) == 0, "a group's lanes are a power of two in a warp");
   const int64_t row = blockIdx.x / a.blocks_per_row;
   const int64_t v0 = (blockIdx.x - row * a.blocks_per_row) * kPerBlock + threadIdx.x;
   const int64_t nv = a.n / kVec;

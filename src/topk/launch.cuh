@@ -198,8 +198,12 @@ struct Launcher {
       flyops_topk_maxima<Keys, 16><<<grid, kDelegateThreads, 0, p.stream>>>(d);
     else if (gv == 8)
       flyops_topk_maxima<Keys, 8><<<grid, kDelegateThreads, 0, p.stream>>>(d);
-    else
+    else if (gv == 4)
       flyops_topk_maxima<Keys, 4><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+    else if (gv == 2)
+      flyops_topk_maxima<Keys, 2><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+    else
+      flyops_topk_maxima<Keys, 1><<<grid, kDelegateThreads, 0, p.stream>>>(d);
     if (Status s = launch_status(); s != Status::kSuccess) return s;
 
     m.x = ws + l.maxima;

@@ -44,9 +44,9 @@ inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;
 inline constexpr int kDelegateUnroll = 4;  // 16-byte loads in flight per thread
-// A group is 4, 8 or 16 consecutive 16-byte vectors: larger groups leave fewer maxima to
+// A group is 1 to 16 consecutive 16-byte vectors: larger groups leave fewer maxima to
 // select from, smaller ones fewer candidates (k groups of them).
-inline constexpr int kMinGroupVecs = 4;
+inline constexpr int kMinGroupVecs = 4;   // the router's smallest (smaller: forced only)
 inline constexpr int kMaxGroupVecs = 16;
 inline constexpr int64_t kDelegateCandidates = 4096;  // per row, when a larger group allows
 
@@ -56,7 +56,7 @@ inline constexpr int64_t kDelegateCandidates = 4096;  // per row, when a larger 
 // `only_vecs` (tuning) allows that many vectors per group only.
 inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 0) {
   const int vec = 16 / elem_bytes;
-  for (int gv = kMaxGroupVecs; gv >= kMinGroupVecs; gv /= 2) {
+  for (int gv = kMaxGroupVecs; gv >= (only_vecs != 0 ? 1 : kMinGroupVecs); gv /= 2) {
     const int64_t g = int64_t{gv} * vec;
     const bool fits = n % g == 0 && k * g * 2 <= n;
     if (only_vecs != 0 ? (gv == only_vecs && fits)
