@@ -2,6 +2,7 @@
 // (host C++) and the kernels (CUDA).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
@@ -44,26 +45,35 @@ inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;
 inline constexpr int kDelegateUnroll = 4;  // 16-byte loads in flight per thread
-// A group is 1 to 16 consecutive 16-byte vectors: larger groups leave fewer maxima to
-// select from, smaller ones fewer candidates (k groups of them).
-inline constexpr int kMinGroupVecs = 4;   // the router's smallest (smaller: forced only)
+// A group is 1 to 16 consecutive 16-byte vectors: larger groups leave fewer maxima (n / G)
+// to select from, smaller ones fewer candidates (k G). The two selections cost about the
+// same per element, so G near sqrt(n / k) balances them; the H200 sweep agrees (TopK v17:
+// k = 1024 best at G = 8-16 for n of 128k-262k, 4-8 at 32000; k = 20-100 at 64 fp32).
 inline constexpr int kMaxGroupVecs = 16;
-inline constexpr int64_t kDelegateCandidates = 4096;  // per row, when a larger group allows
 
-// Elements per group for k of a row of n (a power of two), or 0 when delegates do not pay:
-// the largest group whose k fill at most kDelegateCandidates, else the smallest; whole
-// groups per row, and the candidates at most half the row.
-// `only_vecs` (tuning) allows that many vectors per group only.
+// Elements per group for k of a row of n (a power of two, the one nearest sqrt(n / k) in
+// log2, and within 4x of it), or 0 when delegates do not fit: whole groups per row and the
+// candidates at most half the row. `only_vecs` (tuning) allows that many vectors only.
 inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 0) {
   const int vec = 16 / elem_bytes;
-  for (int gv = kMaxGroupVecs; gv >= (only_vecs != 0 ? 1 : kMinGroupVecs); gv /= 2) {
+  // The target's square, n / k, capped at the largest group's.
+  const double cap = static_cast<double>(kMaxGroupVecs * vec);
+  const double target2 = std::min(static_cast<double>(n) / static_cast<double>(k), cap * cap);
+  int best = 0;
+  double best_err = 0;
+  for (int gv = kMaxGroupVecs; gv >= 1; gv /= 2) {
     const int64_t g = int64_t{gv} * vec;
-    const bool fits = n % g == 0 && k * g * 2 <= n;
-    if (only_vecs != 0 ? (gv == only_vecs && fits)
-                       : (fits && (k * g <= kDelegateCandidates || gv == kMinGroupVecs)))
-      return static_cast<int>(g);
+    if (n % g != 0 || k * g * 2 > n || (only_vecs != 0 && gv != only_vecs)) continue;
+    // |log2(g) - log2(target)|, compared as |log2(g^2 / target^2)|
+    const double r = static_cast<double>(g) * static_cast<double>(g) / target2;
+    const double err = r >= 1 ? r : 1 / r;
+    if (only_vecs == 0 && err > 16) continue;  // more than 4x off
+    if (best == 0 || err < best_err) {
+      best = static_cast<int>(g);
+      best_err = err;
+    }
   }
-  return 0;
+  return best;
 }
 
 // ---- cluster kernel -------------------------------------------------------------------------

@@ -21,13 +21,14 @@ inline bool prefer_two_stage(const TopkParams& p) {
 }
 
 // Delegates (group maxima, then the chosen groups) instead of a radix select over the whole
-// row, on long rows (>= 100k) reading >= 15 MiB in all. Source: both forced on the sampling
-// shapes (docs/perf-notes.md, TopK v15-v16): their two selections and four launches cost
-// ~25 us whatever the size, so 64 x 128256 bf16 (16 MB) measured 0.95-1.19x, 64 x 128256
-// fp32 1.23-1.35x, 256 x 262144 fp32 2.2-2.7x, one row of 2^24 1.47-1.49x; 256 x 32000
-// (rows of 128 KB or less) 0.90-1.07x, single vocabulary rows 0.3-0.6x.
+// row, on inputs of >= 15 MiB with long rows (>= 100k) or a large k (>= 512). Source: both
+// forced in one process on the sampling shapes (docs/perf-notes.md, TopK v15-v17): their
+// two selections and four launches cost ~25 us whatever the size, so 64 x 128256 bf16 (16
+// MB) measured 0.95-1.19x, 256 x 262144 fp32 2.2-2.7x, one row of 2^24 1.4-1.8x; 256 x
+// 32000 1.11-1.31x at k = 1024 but 0.90-1.07x at k = 20/50; single rows 0.3-0.6x.
 inline bool prefer_delegates(const TopkParams& p) {
-  return p.n >= 100000 && p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
+  return (p.n >= 100000 || p.k >= 512) &&
+         p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
 }
 
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the

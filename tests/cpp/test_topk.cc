@@ -250,15 +250,17 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_cluster<fp32,c2>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,c1,c1>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,c1,c1>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g32,c2,c2>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g32,seg16384x1c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,c2,c2>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_cluster<fp32,c2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_cluster<fp32,c2>");  // short rows
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,c1,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 8 MB
   // Candidates over half the row: not worth it.
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 4096)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
-  TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // not whole 64-byte groups
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
+  TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // only groups far below sqrt(n / k)
   EXPECT_EQ(plan_name(odd), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
 }
 

@@ -59,14 +59,15 @@ def main():
         cases += 2
         failures += not check(torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)
         failures += not check(torch.randn(3, 100001, device="cuda").to(dtype)[:, 1:], 50, False, False)
-        force(6, 0)  # delegates: many rows, one long row, padded rows, NaNs
         x = torch.randn(4, 65536 + 32, device="cuda").to(dtype)[:, :65536]
         x[:, ::13] = float("nan")
-        for xx, k in ((x, 50), (torch.randn(2, 32768, device="cuda").to(dtype), 200),
-                      (torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)):
-            for largest, sorted in ((True, True), (False, False)):
-                cases += 1
-                failures += not check(xx, k, largest, sorted)
+        for vecs in (0, 1, 2, 16):  # delegates: many rows, one long row, padded rows, NaNs
+            force(6, vecs)
+            for xx, k in ((x, 50), (torch.randn(2, 32768, device="cuda").to(dtype), 200),
+                          (torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)):
+                for largest, sorted in ((True, True), (False, False)):
+                    cases += 1
+                    failures += not check(xx, k, largest, sorted)
         force(-1, 0)
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1

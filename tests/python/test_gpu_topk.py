@@ -197,7 +197,7 @@ def test_special_values_two_stages(kind, dtype):
         assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows
 
 
-@pytest.mark.parametrize("vecs", [0, 4, 16], ids=["router", "g4", "g16"])  # 16-byte vectors per group
+@pytest.mark.parametrize("vecs", [0, 1, 4, 16], ids=["router", "g1", "g4", "g16"])  # 16-byte vectors per group
 @pytest.mark.parametrize("kind", SPECIAL + ["randn"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates(kind, dtype, vecs):
