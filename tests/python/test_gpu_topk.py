@@ -420,7 +420,8 @@ def test_autograd_matches_stock():
     assert torch.equal(go, gs)
 
 
-@pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "warp")])
+@pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "warp"),
+                                                   (torch.float32, 128256, "delegates")])
 def test_torch_compile_reaches_flyops(dtype, experts, kernel):
     x = randn((256, experts), dtype)
     assert torch.ops.flyops._route_topk(x, 8).startswith(f"flyops_topk_{kernel}")
@@ -444,7 +445,8 @@ def test_torch_compile_reaches_flyops(dtype, experts, kernel):
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
           randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16)]
-    ks = [100, 50, 8, 6]  # ... the warp kernel, the group kernel
+    ks = [100, 50, 8, 6]  # delegates (four launches and a workspace), the warp kernel, the group kernel
+    assert all(torch.ops.flyops._route_topk(x, k).startswith("flyops_topk_delegates") for x, k in zip(xs[:2], ks[:2]))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
