@@ -79,7 +79,7 @@ inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t se
   DelegateLayout l;
   l.sel_values = up16(m * 4);
   l.sel_indices = l.sel_values + up16(p.rows * p.k * 4);
-  l.sel_workspace = l.sel_indices + p.rows * p.k * 8;
+  l.sel_workspace = l.sel_indices + up16(p.rows * p.k * 8);
   l.cand = l.sel_workspace + up16(sel_workspace_bytes);
   l.total = l.cand + c * static_cast<int64_t>(dtype_size(p.dtype));
   return l;

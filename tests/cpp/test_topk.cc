@@ -14,6 +14,7 @@
 #include "flyops/topk.h"
 #include "reference/numeric.h"
 #include "reference/topk_ref.h"
+#include "topk/dispatch.h"
 #include "topk/keys.h"
 #include "topk/traits.h"
 
@@ -281,6 +282,26 @@ TEST(TopkRoute, RefusalsSayWhy) {
   TopkParams overlap = params(DType::kFloat32, 4, 100, 5);
   overlap.x_row_stride = 50;
   EXPECT_NE(reason(overlap, kH200).find("overlap"), std::string::npos);
+}
+
+// Every part of the delegates' workspace starts 16-byte aligned (the gather stores 16-byte
+// vectors at `cand`), whatever rows * k, and the parts do not overlap.
+TEST(TopkDelegates, WorkspaceLayoutAligned) {
+  for (DType t : {DType::kFloat32, DType::kBFloat16})
+    for (int64_t rows : {1, 3, 64})
+      for (int64_t k : {1, 7, 50, 101, 1024})
+        for (int group : {8, 16, 64})
+          for (int64_t ws : {0, 8, 40}) {
+            TopkParams p = params(t, rows, 262144, k);
+            const topk::DelegateLayout l = topk::delegate_layout(p, group, ws);
+            for (int64_t off : {l.maxima, l.sel_values, l.sel_indices, l.sel_workspace, l.cand})
+              EXPECT_EQ(off % 16, 0) << rows << " x k " << k << " group " << group << " ws " << ws;
+            EXPECT_GE(l.sel_values, rows * (262144 / group) * 4);
+            EXPECT_GE(l.sel_indices - l.sel_values, rows * k * 4);
+            EXPECT_GE(l.sel_workspace - l.sel_indices, rows * k * 8);
+            EXPECT_GE(l.cand - l.sel_workspace, ws);
+            EXPECT_EQ(l.total - l.cand, rows * k * group * static_cast<int64_t>(dtype_size(t)));
+          }
 }
 
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the

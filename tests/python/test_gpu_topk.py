@@ -210,7 +210,7 @@ def test_delegates(kind, dtype, vecs):
     rows = torch.stack([make(262144) for _ in range(3)]).cuda()
     huge = make(1 << 22).cuda()
     torch.ops.flyops._topk_force(6, vecs)
-    for k in (2, 50, 1000):
+    for k in (2, 50, 101, 1000):  # 3 x 101: an odd count of chosen groups
         assert torch.ops.flyops._route_topk(rows, k).startswith("flyops_topk_delegates")
         for largest in (True, False):
             for sorted in (True, False):
