@@ -59,16 +59,12 @@ FLYOPS_HD uint32_t ascending_key(uint32_t b) {
   }
 }
 
-// The ascending key as 32 bits with NaN still on top (AscKeys32's elements): a 16-bit key
+// An ascending key as 32 bits with NaN still on top (AscKeys32's elements): a 16-bit key
 // goes to the top half, so that the radix select's first digit sees its sign and exponent.
 template <typename Keys>
 FLYOPS_HD uint32_t widen_key32(uint32_t k) {
   if constexpr (Keys::kBits == 32) return k;
   else return k == Keys::kMask ? 0xffffffffu : k << 16;
-}
-template <typename Keys>
-FLYOPS_HD uint32_t ascending_key32(uint32_t b) {
-  return widen_key32<Keys>(ascending_key<Keys>(b));
 }
 
 // Two 16-bit ascending keys at once from a word of two elements (branch-free: the group

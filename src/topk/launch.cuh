@@ -187,9 +187,8 @@ struct Launcher {
     const DelegateLayout l = delegate_layout(p, group, m_ws);
     char* ws = static_cast<char*>(p.workspace);
 
-    const int gv = group / kVec;
-    int gl = 0;
-    while ((1 << gl) < gv) ++gl;
+    const int gv = group / kVec;  // both powers of two
+    const int gl = __builtin_ctz(static_cast<unsigned>(gv));
     DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, reinterpret_cast<uint32_t*>(ws + l.maxima)};
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
@@ -221,9 +220,7 @@ struct Launcher {
 
     TopkParams c = candidate_params(p, group);
     c.x = ws + l.cand;
-    int log2 = gl;
-    while ((1 << log2) < group) ++log2;
-    return one_pass(c, plan.candidates.cluster, m.indices, log2);
+    return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)));
   }
 
   static Status run(const TopkParams& p, const TopkPlan& plan) {

@@ -105,10 +105,11 @@ std::vector<int64_t> delegate_topk(const std::vector<uint32_t>& raw, int group, 
   const int64_t groups = static_cast<int64_t>(raw.size()) / group;
   auto order32 = [&](uint32_t asc) { return largest ? asc : ~asc; };
   auto nan32 = [&](uint32_t key) { return key == (largest ? 0xffffffffu : 0u); };
+  auto key32 = [&](uint32_t b) { return order32(topk::widen_key32<Keys>(topk::ascending_key<Keys>(b))); };
   std::vector<uint32_t> maxima(groups);
   for (int64_t j = 0; j < groups; ++j) {
-    uint32_t best = order32(topk::ascending_key32<Keys>(raw[j * group]));
-    for (int i = 1; i < group; ++i) best = std::max(best, order32(topk::ascending_key32<Keys>(raw[j * group + i])));
+    uint32_t best = key32(raw[j * group]);
+    for (int i = 1; i < group; ++i) best = std::max(best, key32(raw[j * group + i]));
     maxima[j] = best;
   }
   // Best first; equal keys by a random rank, except NaN keys by position.
