@@ -58,6 +58,9 @@ struct TopkPlan {
   // chosen groups' elements.
   int group = 0;
   Selection maxima, candidates;
+  // kDelegate: both selections (and the gather) in the one-CTA finish kernel instead, with
+  // this many keys per thread; 0 when they run as above.
+  int finish = 0;
   bool flyops() const { return kind != Kind::kStock; }
   Selection selection() const { return {kind, cluster, seg_len, seg_cluster}; }
 };
@@ -75,9 +78,10 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan);
 Status topk_run(const TopkParams& p, const TopkPlan& plan);
 
 // Tuning hook for benchmarks: force a kind (0 stock, 1 warp, 2 cluster, 3 two-stage,
-// 4 arg-max, 5 group, 6 delegates, 7 the router without delegates; -1 the router) and a cluster size (0: the router's;
-// for delegates, vectors per group). Forced plans that cannot
-// run fall back to the router's choice. Not thread-safe against concurrent calls.
+// 4 arg-max, 5 group, 6 delegates, 7 the router without delegates, 8 delegates without the
+// finish kernel; -1 the router) and a cluster size (0: the router's; for delegates, vectors
+// per group). Forced plans that cannot run fall back to the router's choice. Not
+// thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 
 }  // namespace flyops

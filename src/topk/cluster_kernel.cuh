@@ -25,15 +25,9 @@
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
+#include "trace.cuh"
 #include "traits.h"
 
-// FLYOPS_TOPK_TRACE=1 at compile time: CTA 0 of cluster 0 prints its phase times (ns).
-#ifndef FLYOPS_TOPK_TRACE
-#define FLYOPS_TOPK_TRACE 0
-#endif
-#if FLYOPS_TOPK_TRACE
-#include <cstdio>
-#endif
 
 namespace flyops::topk {
 
@@ -159,17 +153,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   __shared__ detail::Control ctl;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-#if FLYOPS_TOPK_TRACE
-  unsigned long long tr[24];
-  int ntr = 0;
-  auto mark = [&] {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (ntr < 24) tr[ntr++] = t;
-  };
-#else
-  auto mark = [] {};
-#endif
+  PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
+  auto mark = [&] { trace.mark(); };
   mark();
   const uint32_t csize = tile::cluster_size();
   const uint32_t rank = tile::cluster_rank();
@@ -521,17 +506,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   // Every emission has landed in rank 0 (and no peer still reads this CTA's memory).
   detail::cluster_or_cta_sync(csize);
   mark();
-#if FLYOPS_TOPK_TRACE
-  auto dump = [&] {
-    if (blockIdx.x == 0 && tid == 0) {
-      printf("topk trace C=%u cnt=%d k=%d ncand=%u nstage=%u:", csize, cnt, k, ctl.ncand, ctl.nstage);
-      for (int i = 1; i < ntr; ++i) printf(" %llu", tr[i] - tr[0]);
-      printf("\n");
-    }
-  };
-#else
-  auto dump = [] {};
-#endif
+  auto dump = [&] { trace.dump(csize > 1 ? "cluster (cnt, k)" : "cta (cnt, k)", cnt, k); };
   if (rank != 0 || (!a.sorted && small_bin == 0)) {
     dump();
     return;

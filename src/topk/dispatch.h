@@ -68,6 +68,9 @@ inline TopkParams candidate_params(const TopkParams& p, int group) {
   return q;
 }
 
+// The finish kernel's workspace: the maxima only.
+inline int64_t finish_workspace_bytes(const TopkParams& p, int group) { return p.rows * (p.n / group) * 4; }
+
 // The delegates' workspace, in order: maxima, their selection's values, indices (the
 // chosen groups) and own workspace, then the candidates. Offsets in bytes, 16-byte aligned.
 struct DelegateLayout {

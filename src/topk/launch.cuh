@@ -9,6 +9,7 @@
 #include "common/per_device.h"
 #include "delegate_kernel.cuh"
 #include "dispatch.h"
+#include "finish_kernel.cuh"
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
 #include "group_kernel.cuh"
@@ -177,6 +178,21 @@ struct Launcher {
     return Status::kUnsupported;
   }
 
+  // Both selections of delegates in one CTA per row, the maxima at the workspace's start.
+  static Status finish(const TopkParams& p, const TopkPlan& plan, const uint32_t* maxima) {
+    FinishArgs f{p.x, p.x_row_stride, p.n, static_cast<int>(p.k), __builtin_ctz(static_cast<unsigned>(plan.group)),
+                 p.largest, p.sorted, maxima, p.values, p.indices};
+    const unsigned grid = static_cast<unsigned>(p.rows);
+    if constexpr (sizeof(Raw) == 4) {  // 16-bit rows need at least one vector of 8
+      if (plan.finish <= 4) {
+        flyops_topk_finish<Keys, 4><<<grid, kFinishThreads, 0, p.stream>>>(f);
+        return launch_status();
+      }
+    }
+    flyops_topk_finish<Keys, kFinishMaxE><<<grid, kFinishThreads, 0, p.stream>>>(f);
+    return launch_status();
+  }
+
   // Group maxima (a stream), the k best of them, their groups' elements, the k best of
   // those: four launches, the workspace laid out by delegate_layout.
   static Status delegates(const TopkParams& p, const TopkPlan& plan) {
@@ -204,6 +220,7 @@ struct Launcher {
     else
       flyops_topk_maxima<Keys, 1><<<grid, kDelegateThreads, 0, p.stream>>>(d);
     if (Status s = launch_status(); s != Status::kSuccess) return s;
+    if (plan.finish != 0) return finish(p, plan, reinterpret_cast<const uint32_t*>(ws + l.maxima));
 
     m.x = ws + l.maxima;
     m.values = ws + l.sel_values;

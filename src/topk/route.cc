@@ -103,13 +103,22 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
 }
 
 // Delegates (delegate_kernel.cuh): rows of whole groups (traits.h), 16-byte aligned, where
-// both selections fit.
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int only_vecs = 0) {
+// both selections fit: in the finish kernel when k is small (unless `finish` is false),
+// else as two radix selections.
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int only_vecs = 0,
+                   bool finish = true) {
   const int bytes = elem_bytes(p.dtype), vec = 16 / bytes, group = topk::delegate_group(p.n, p.k, bytes, only_vecs);
   if (group == 0) return false;
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
   const int64_t per_block = int64_t{topk::kDelegateThreads} * topk::kDelegateUnroll;
-  if (p.rows * ((p.n / vec + per_block - 1) / per_block) > INT_MAX) return false;
+  if (p.rows * ((p.n / vec + per_block - 1) / per_block) > INT_MAX || p.rows > INT_MAX) return false;
+  const int fe = finish ? topk::finish_elems(p.n, p.k, group, bytes) : 0;
+  if (fe != 0) {
+    plan.kind = TopkPlan::Kind::kDelegate;
+    plan.group = group;
+    plan.finish = fe;
+    return true;
+  }
   TopkPlan::Selection maxima;
   if (!selection_plan(topk::maxima_params(p, group), dev, maxima)) return false;
   const TopkParams c = topk::candidate_params(p, group);
@@ -183,8 +192,8 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if ((forced == 6 || (forced < 0 && topk::prefer_delegates(p))) &&
-      delegate_plan(p, dev, plan, forced == 6 ? forced_c : 0))
+  if ((forced == 6 || forced == 8 || (forced < 0 && topk::prefer_delegates(p))) &&
+      delegate_plan(p, dev, plan, forced >= 6 ? forced_c : 0, forced != 8))
     return plan;
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
@@ -212,6 +221,10 @@ void selection_name(const TopkPlan::Selection& s, char* buf, std::size_t len) {
 void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t len) {
   switch (plan.kind) {
     case TopkPlan::Kind::kDelegate: {
+      if (plan.finish != 0) {
+        std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,finish%d>", dtype_name(dtype), plan.group, plan.finish);
+        break;
+      }
       char m[48], c[48];
       selection_name(plan.maxima, m, sizeof m);
       selection_name(plan.candidates, c, sizeof c);
@@ -235,6 +248,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
 }
 
 std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
+  if (plan.kind == TopkPlan::Kind::kDelegate && plan.finish != 0)
+    return static_cast<std::size_t>(topk::finish_workspace_bytes(p, plan.group));
   if (plan.kind == TopkPlan::Kind::kDelegate) {
     const TopkParams m = topk::maxima_params(p, plan.group);
     return static_cast<std::size_t>(

@@ -76,6 +76,25 @@ inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 
   return best;
 }
 
+// The finish kernel (finish_kernel.cuh): both selections of delegates in one CTA per row,
+// when the row's maxima and its k groups' elements each fit the CTA's registers.
+inline constexpr int kFinishThreads = 512;
+inline constexpr int kFinishMaxE = 8;  // keys per thread
+inline constexpr int kFinishMaxK = 256;
+
+// Keys per thread the finish kernel needs (a power of two, at least one 16-byte vector),
+// or 0 when it does not fit.
+inline int finish_elems(int64_t n, int64_t k, int64_t group, int elem_bytes) {
+  const int64_t vec = 16 / elem_bytes;
+  if (k > kFinishMaxK || group <= 0 || group % vec != 0) return 0;
+  const int64_t per_maxima = (n / group + kFinishThreads - 1) / kFinishThreads;
+  const int64_t per_cand = ((k * group + kFinishThreads - 1) / kFinishThreads + vec - 1) / vec * vec;
+  const int64_t need = std::max(per_maxima, per_cand);
+  for (int e = static_cast<int>(vec); e <= kFinishMaxE; e *= 2)
+    if (e >= need) return e;
+  return 0;
+}
+
 // ---- cluster kernel -------------------------------------------------------------------------
 inline constexpr int kClusterThreads = 512;
 inline constexpr int kDigitBits = 11;

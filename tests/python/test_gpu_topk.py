@@ -226,6 +226,33 @@ def test_delegates(kind, dtype, vecs):
     assert_same_as_stock(strided, 50)
 
 
+@pytest.mark.parametrize("kind", SPECIAL + ["randn"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_delegates_finish(kind, dtype):
+    """Both selections of delegates in the one-CTA finish kernel (small k): ties across
+    groups and within the final bin, NaNs of both signs (the lowest positions must win),
+    signed zeros, both directions, sorted or not, one row or several, padded rows; the
+    same calls with the two radix selections instead (forced) stay right too."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    make = (lambda n: torch.randn(n, generator=gen).to(dtype)) if kind == "randn" else \
+        (lambda n: special_row(n, dtype, kind, gen))
+    for n, ks in ((32000, (2, 101, 256)), (128256, (20, 50)), (262144, (50,))):
+        rows = torch.stack([make(n) for _ in range(3)]).cuda()
+        for force in (6, 8):
+            torch.ops.flyops._topk_force(force, 0)
+            for k in ks:
+                for x in (rows, rows[1:2]):
+                    name = torch.ops.flyops._route_topk(x, k)
+                    assert name.startswith("flyops_topk_delegates") and (("finish" in name) == (force == 6)), name
+                    for largest in (True, False):
+                        for sorted in (True, False):
+                            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+    padded = torch.stack([make(32000 + 64) for _ in range(2)]).cuda()[:, :32000]
+    torch.ops.flyops._topk_force(6, 0)
+    assert "finish" in torch.ops.flyops._route_topk(padded, 50)
+    assert_same_as_stock(padded, 50)
+
+
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
 @pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -445,7 +472,7 @@ def test_torch_compile_reaches_flyops(dtype, experts, kernel):
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
           randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16)]
-    ks = [100, 50, 8, 6]  # delegates (four launches and a workspace), the warp kernel, the group kernel
+    ks = [100, 50, 8, 6]  # delegates (four launches, then two), the warp kernel, the group kernel
     assert all(torch.ops.flyops._route_topk(x, k).startswith("flyops_topk_delegates") for x, k in zip(xs[:2], ks[:2]))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
