@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
+#include "flyops/tile/warp.h"
 
 #if defined(__CUDACC__)
 namespace flyops::topk {
@@ -101,6 +102,105 @@ FLYOPS_DEVICE uint32_t rank_desc(const uint64_t* key, int n, uint64_t c) {
     r += (key[j] > c) + (key[j + 1] > c) + (key[j + 2] > c) + (key[j + 3] > c);
   for (; j < n; ++j) r += key[j] > c;
   return r;
+}
+
+// Up to this many composites per bucket, bucket_order_desc ranks them; more (many tied keys
+// share a bucket) and the caller sorts instead.
+inline constexpr uint32_t kMaxBucket = 128;
+inline constexpr int kOrderBuckets = 2048;
+
+// The n >= 2 distinct composites of key[] (payload val[]) in descending order without a
+// sort: out(slot, composite, payload) once per element, slot 0 the largest. 2048 buckets
+// split the composites' span evenly; a suffix scan of the bucket counts gives each bucket's
+// first slot; a scatter into tmp_key/tmp_val (n entries each) groups the buckets; an
+// element's slot is its bucket's first plus the larger composites in its bucket. Scratch:
+// bins (2048 words), wsum (kThreads / 32 words), mm (kThreads / 16 u64s). Returns false, with
+// nothing written, when a bucket holds more than kMaxBucket. Every thread calls it.
+template <int kThreads, typename Out>
+FLYOPS_DEVICE bool bucket_order_desc(const uint64_t* key, const uint32_t* val, int n, uint64_t* tmp_key,
+                                     uint32_t* tmp_val, uint32_t* bins, uint32_t* wsum, uint64_t* mm, Out&& out) {
+  constexpr int kWarps = kThreads / 32, kPer = kOrderBuckets / kThreads;
+  static_assert(kOrderBuckets % kThreads == 0, "whole buckets per thread");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint64_t lo = ~uint64_t{0}, hi = 0;
+  for (int i = tid; i < n; i += kThreads) {
+    const uint64_t c = key[i];
+    lo = c < lo ? c : lo;
+    hi = c > hi ? c : hi;
+  }
+  hi = tile::warp_max_u64(hi);
+  lo = ~tile::warp_max_u64(~lo);
+  if (lane == 0) {
+    mm[warp] = lo;
+    mm[kWarps + warp] = hi;
+  }
+  for (int b = tid; b < kOrderBuckets; b += kThreads) bins[b] = 0;
+  __syncthreads();
+  lo = ~uint64_t{0};
+  hi = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    lo = mm[w] < lo ? mm[w] : lo;
+    hi = mm[kWarps + w] > hi ? mm[kWarps + w] : hi;
+  }
+  // Buckets split the span hi - lo evenly (not the bits below the common prefix: the top
+  // 1024 of 32000 normal values straddle 2.0, whose bits differ from 1.9's from the
+  // exponent's top bit down, and all of [1.875, 2) would share one bucket).
+  const int top = 63 - __clzll(static_cast<long long>(hi - lo));
+  const int shift = top >= 11 ? top + 1 - 11 : 0;
+  auto bucket = [&](uint64_t c) { return static_cast<uint32_t>((c - lo) >> shift); };
+  for (int i = tid; i < n; i += kThreads) atomicAdd(&bins[bucket(key[i])], 1u);
+  __syncthreads();
+  // A bucket's first slot: the elements in the buckets above it (this thread's own, then
+  // the higher lanes' and warps').
+  uint32_t cnt[kPer], own = 0, most = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    cnt[j] = bins[tid * kPer + j];
+    own += cnt[j];
+    most = max(most, cnt[j]);
+  }
+  uint32_t incl = own;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
+    if (lane < 32 - off) incl += v;
+  }
+  most = __reduce_max_sync(0xffffffffu, most);
+  uint32_t* wmost = reinterpret_cast<uint32_t*>(mm);  // mm's min/max were read before the last barrier
+  if (lane == 0) {
+    wsum[warp] = incl;
+    wmost[warp] = most;
+  }
+  __syncthreads();
+  uint32_t above = incl - own;
+  for (int w = 0; w < kWarps; ++w) {
+    if (w > warp) above += wsum[w];
+    most = max(most, wmost[w]);
+  }
+  if (most > kMaxBucket) return false;
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    bins[tid * kPer + j] = above;
+    above += cnt[j];
+  }
+  __syncthreads();
+  for (int i = tid; i < n; i += kThreads) {
+    const uint64_t c = key[i];
+    const uint32_t p = atomicAdd(&bins[bucket(c)], 1u);
+    tmp_key[p] = c;
+    tmp_val[p] = val[i];
+  }
+  __syncthreads();
+  // bins[b] is now bucket b's end; its first slot is the end of the bucket above.
+  for (int p = tid; p < n; p += kThreads) {
+    const uint64_t c = tmp_key[p];
+    const uint32_t b = bucket(c);
+    const uint32_t first = b == kOrderBuckets - 1 ? 0u : bins[b + 1], end = bins[b];
+    uint32_t r = 0;
+    for (uint32_t q = first; q < end; ++q) r += tmp_key[q] > c;
+    out(first + r, c, tmp_val[p]);
+  }
+  return true;
 }
 
 template <int kThreads>

@@ -507,12 +507,15 @@ def test_log_and_profiler_names(capfd):
     assert "-> stock (dim is not the last" in err
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
-        torch.topk(x, 50)
+        torch.topk(x, 50)  # delegates: the maxima stream and the finish kernel
+        torch.topk(x[:1], 50)  # one row: the cluster kernel
         torch.topk(randn((4096, 64), torch.float32), 8)
         torch.topk(randn((4096, 256), torch.float32), 8)
         torch.cuda.synchronize()
     names = [e.name for e in prof.events()]
     assert "flyops::topk" in names
     assert any(n.startswith("void flyops_topk_cluster") or n.startswith("flyops_topk_cluster") for n in names)
+    assert any("flyops_topk_maxima" in n for n in names)
+    assert any("flyops_topk_finish" in n for n in names)
     assert any("flyops_topk_group" in n for n in names)
     assert any("flyops_topk_warp" in n for n in names)
