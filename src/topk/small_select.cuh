@@ -21,8 +21,10 @@ namespace flyops::topk {
 template <int kThreads>
 struct SmallSelectSmem {
   uint32_t hist[2][256];  // this round's histogram and the next one's, zeroed meanwhile
-  uint32_t warp_a[kThreads / 32];
+  uint32_t warp_a[kThreads / 32];  // least and greatest keys per warp (small_cut)
   uint32_t warp_b[kThreads / 32];
+  uint32_t warp_c[kThreads / 32];  // counts per warp (small_place): small_cut may return
+                                   // with no barrier after reading warp_a and warp_b
   uint32_t pick[3];  // the bin, elements in the bins above it, elements in it
 };
 
@@ -140,10 +142,10 @@ FLYOPS_DEVICE uint32_t small_place(const uint32_t (&key)[kE], int cnt, const Sma
     const uint32_t v = __shfl_up_sync(0xffffffffu, incl, off);
     if (lane >= off) incl += v;
   }
-  if (lane == 31) s.warp_a[warp] = incl;
+  if (lane == 31) s.warp_c[warp] = incl;
   __syncthreads();
   uint32_t before = incl - packed;
-  for (int w = 0; w < warp; ++w) before += s.warp_a[w];
+  for (int w = 0; w < warp; ++w) before += s.warp_c[w];
   eq_base = before >> 16;
   const uint32_t gt_base = before & 0xffffu;
   return gt_base + (cut.whole ? eq_base : min(eq_base, cut.need));
