@@ -159,12 +159,7 @@ FLYOPS_DEVICE bool bucket_order_desc(const uint64_t* key, const uint32_t* val, i
     own += cnt[j];
     most = max(most, cnt[j]);
   }
-  uint32_t incl = own;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
-    if (lane < 32 - off) incl += v;
-  }
+  const uint32_t incl = tile::warp_suffix_sum(own);
   most = __reduce_max_sync(0xffffffffu, most);
   uint32_t* wmost = reinterpret_cast<uint32_t*>(mm);  // mm's min/max were read before the last barrier
   if (lane == 0) {

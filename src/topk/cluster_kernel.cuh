@@ -109,12 +109,7 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
   if (first < nb)
     for (int b = 0; b < per; ++b) own += red[first + b];
   // Suffix sums: elements in bins above this thread's range.
-  uint32_t incl = own;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
-    if (lane < 32 - off) incl += v;  // against an immediate: no register per offset
-  }
+  const uint32_t incl = tile::warp_suffix_sum(own);
   if (lane == 0) ctl.warp_sum[warp] = incl;
   __syncthreads();
   uint32_t above = incl - own;

@@ -102,17 +102,15 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
   return false;
 }
 
-// Delegates (delegate_kernel.cuh): rows of whole groups (traits.h), 16-byte aligned, where
-// both selections fit: in the finish kernel when k is small (unless `finish` is false),
-// else as two radix selections.
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int only_vecs = 0,
-                   bool finish = true) {
-  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes, group = topk::delegate_group(p.n, p.k, bytes, only_vecs);
+// Delegates (delegate_kernel.cuh) with groups of `group` elements (traits.h; 0: none):
+// rows 16-byte aligned, where both selections fit: in the finish kernel when it takes the
+// row (`fe` keys per thread, finish_elems), else as two radix selections.
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe) {
   if (group == 0) return false;
+  const int vec = 16 / elem_bytes(p.dtype);
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
   const int64_t per_block = int64_t{topk::kDelegateThreads} * topk::kDelegateUnroll;
   if (p.rows * ((p.n / vec + per_block - 1) / per_block) > INT_MAX || p.rows > INT_MAX) return false;
-  const int fe = finish ? topk::finish_elems(p.n, p.k, group, bytes) : 0;
   if (fe != 0) {
     plan.kind = TopkPlan::Kind::kDelegate;
     plan.group = group;
@@ -192,9 +190,12 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if ((forced == 6 || forced == 8 || (forced < 0 && topk::prefer_delegates(p))) &&
-      delegate_plan(p, dev, plan, forced >= 6 ? forced_c : 0, forced != 8))
-    return plan;
+  if (forced < 0 || forced == 6 || forced == 8) {
+    const int bytes = elem_bytes(p.dtype);
+    const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 ? forced_c : 0);
+    const int fe = forced == 8 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
+    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe)) return plan;
+  }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
   if (c != 0 && forced != 3) {

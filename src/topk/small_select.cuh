@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
+#include "flyops/tile/warp.h"
 
 namespace flyops::topk {
 
@@ -90,12 +91,7 @@ FLYOPS_DEVICE SmallCut small_cut(const uint32_t (&key)[kE], int cnt, uint32_t k,
         c[i] = s.hist[buf][lane * 8 + i];
         own += c[i];
       }
-      uint32_t incl = own;  // elements in this lane's bins and every higher lane's
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const uint32_t v = __shfl_down_sync(0xffffffffu, incl, off);
-        if (lane < 32 - off) incl += v;
-      }
+      const uint32_t incl = tile::warp_suffix_sum(own);  // this lane's bins and every higher lane's
       uint32_t above = incl - own;
       if (above < need && need <= incl) {
 #pragma unroll
@@ -136,12 +132,7 @@ FLYOPS_DEVICE uint32_t small_place(const uint32_t (&key)[kE], int cnt, const Sma
   }
   // Both counts in one scan: each total is at most kThreads * kE < 2^16.
   const uint32_t packed = (eq << 16) | gt;
-  uint32_t incl = packed;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, incl, off);
-    if (lane >= off) incl += v;
-  }
+  const uint32_t incl = tile::warp_prefix_sum(packed);
   if (lane == 31) s.warp_c[warp] = incl;
   __syncthreads();
   uint32_t before = incl - packed;

@@ -30,14 +30,12 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // With the finish kernel (small k: both selections in one CTA per row, TopK v19) delegates
 // also win on shorter rows once there are 64 rows or more: 256 x 32000 k = 20-256 1.3-2.1x
 // over one cluster pass, 64 x 32000 0.96-1.4x (bf16 k = 20 the 0.96x); one row still loses
-// (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs).
-inline bool prefer_delegates(const TopkParams& p) {
-  const int bytes = static_cast<int>(dtype_size(p.dtype));
-  if (p.rows >= 64) {
-    const int group = delegate_group(p.n, p.k, bytes);
-    if (group != 0 && finish_elems(p.n, p.k, group, bytes) != 0) return true;
-  }
-  return (p.n >= 100000 || p.k >= 512) && p.rows * p.n * static_cast<int64_t>(bytes) >= (int64_t{15} << 20);
+// (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs). `finish`: whether
+// the finish kernel takes the row (finish_elems of its group).
+inline bool prefer_delegates(const TopkParams& p, bool finish) {
+  if (finish && p.rows >= 64) return true;
+  return (p.n >= 100000 || p.k >= 512) &&
+         p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
 }
 
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the

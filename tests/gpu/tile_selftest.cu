@@ -21,6 +21,7 @@
 #include "flyops/tile/pipeline.h"
 #include "flyops/tile/tma.h"
 #include "flyops/tile/vec.h"
+#include "flyops/tile/warp.h"
 #include "flyops/tile/wgmma.h"
 #include "flyops/tile/wgmma_ops.h"
 #include "reference/numeric.h"
@@ -472,6 +473,40 @@ void test_load_now() {
   cudaFree(dout);
 }
 
+// ---- warp_suffix_sum / warp_prefix_sum: inclusive scans over the lanes of each warp -------
+__global__ void warp_scan_kernel(const uint32_t* in, uint32_t* suffix, uint32_t* prefix) {
+  const int t = threadIdx.x;
+  suffix[t] = warp_suffix_sum(in[t]);
+  prefix[t] = warp_prefix_sum(in[t]);
+}
+
+void test_warp_scans() {
+  constexpr int kN = 128;  // four warps
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint32_t> in(kN), suffix(kN), prefix(kN), got_s(kN), got_p(kN);
+  for (auto& v : in) v = rng() % 100000;
+  for (int w = 0; w < kN; w += 32) {
+    uint32_t acc = 0;
+    for (int l = 0; l < 32; ++l) prefix[w + l] = acc += in[w + l];
+    acc = 0;
+    for (int l = 31; l >= 0; --l) suffix[w + l] = acc += in[w + l];
+  }
+  uint32_t *din, *ds, *dp;
+  CHECK_CUDA(cudaMalloc(&din, kN * 4));
+  CHECK_CUDA(cudaMalloc(&ds, kN * 4));
+  CHECK_CUDA(cudaMalloc(&dp, kN * 4));
+  CHECK_CUDA(cudaMemcpy(din, in.data(), kN * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(ds, 0xff, kN * 4));
+  CHECK_CUDA(cudaMemset(dp, 0xff, kN * 4));
+  warp_scan_kernel<<<1, kN>>>(din, ds, dp);
+  CHECK_CUDA(cudaMemcpy(got_s.data(), ds, kN * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(got_p.data(), dp, kN * 4, cudaMemcpyDeviceToHost));
+  report("warp_suffix_sum / warp_prefix_sum", got_s == suffix && got_p == prefix);
+  cudaFree(din);
+  cudaFree(ds);
+  cudaFree(dp);
+}
+
 int main() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -481,6 +516,7 @@ int main() {
   test_gemm_fresh_thread();  // first, before this program's other threads matter
   test_tma_map_cache();
   test_load_now();
+  test_warp_scans();
   test_tma_load(false);
   test_tma_load(true);
   test_tma_store();

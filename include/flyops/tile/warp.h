@@ -1,4 +1,4 @@
-// Warp-wide integer max and lane masks (sm_80+ redux.sync: one instruction).
+// Warp-wide integer max (sm_80+ redux.sync: one instruction), sums over lanes, lane masks.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,25 @@ FLYOPS_DEVICE uint64_t warp_max_u64(uint64_t v) {
   const uint32_t top = warp_max_u32(hi);
   const uint32_t lo = warp_max_u32(hi == top ? static_cast<uint32_t>(v) : 0u);
   return (uint64_t{top} << 32) | lo;
+}
+
+// Inclusive scans of a warp's values: over this lane and the lanes above it (suffix), or
+// this lane and the lanes below it (prefix). All lanes call them.
+FLYOPS_DEVICE uint32_t warp_suffix_sum(uint32_t v) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t o = __shfl_down_sync(0xffffffffu, v, off);
+    if ((threadIdx.x & 31) < 32 - off) v += o;  // against an immediate: no register per offset
+  }
+  return v;
+}
+FLYOPS_DEVICE uint32_t warp_prefix_sum(uint32_t v) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t o = __shfl_up_sync(0xffffffffu, v, off);
+    if ((threadIdx.x & 31) >= off) v += o;
+  }
+  return v;
 }
 
 // Bits of the lanes below this one: popc(ballot & lanemask_lt) ranks a lane among voters.
