@@ -228,5 +228,34 @@ FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
   }
 }
 
+// The k distinct composites of key[] (payload val[], room for P = the power of two >= k) in
+// descending order: out(slot, composite, payload) once each. Ranks up to kRankSortMax; above,
+// buckets when `scratch` (k * 12 bytes) is given (bins: 2048 words) and no bucket
+// overflows, else the bitonic sort. wsum: kThreads / 32 words; mm: kThreads / 16 u64s. Every
+// thread calls it, after a barrier that follows the last write of key[] and val[].
+// kRankOnly: the caller's k never passes kRankSortMax, and the sorts are not compiled in.
+template <int kThreads, bool kRankOnly = false, typename Out>
+FLYOPS_DEVICE void order_desc(uint64_t* key, uint32_t* val, int k, int P, void* scratch, uint32_t* bins,
+                              uint32_t* wsum, uint64_t* mm, Out&& out) {
+  const int tid = threadIdx.x;
+  if (kRankOnly || k <= kRankSortMax) {
+    // Each element's rank straight to its output slot: no barriers between stages.
+    for (int i = tid; i < k; i += kThreads) {
+      const uint64_t c = key[i];
+      out(rank_desc(key, k, c), c, val[i]);
+    }
+    return;
+  }
+  if constexpr (!kRankOnly) {
+    uint64_t* tmp_key = static_cast<uint64_t*>(scratch);
+    uint32_t* tmp_val = reinterpret_cast<uint32_t*>(tmp_key + k);
+    if (scratch != nullptr && bucket_order_desc<kThreads>(key, val, k, tmp_key, tmp_val, bins, wsum, mm, out)) return;
+    for (int i = k + tid; i < P; i += kThreads) key[i] = 0;  // below every real composite
+    __syncthreads();
+    block_sort_desc<kThreads>(key, val, P);
+    for (int r = tid; r < k; r += kThreads) out(r, key[r], val[r]);
+  }
+}
+
 }  // namespace flyops::topk
 #endif

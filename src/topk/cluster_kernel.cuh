@@ -536,30 +536,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   }
 
   // ---- rank 0: the k composites in order, largest first -----------------------------------
-  if (k <= kRankSortMax) {
-    // Each element's rank straight to its output slot: no barriers between stages.
-    for (int i = tid; i < k; i += kThreads) {
-      const uint64_t c = sort_key[i];
-      write_final(rank_desc(sort_key, k, c), static_cast<uint32_t>(c), sort_val[i]);
-    }
-  } else {
-    // By buckets, scattered into the slice's shared memory (idle since the final barrier)
-    // when it holds them; a bitonic sort when it does not or the keys tie too much.
-    const bool room = int64_t{k} * 12 <= int64_t{L.sort_key - L.data};
-    uint64_t* tmp_key = reinterpret_cast<uint64_t*>(smem + L.data);
-    uint32_t* tmp_val = reinterpret_cast<uint32_t*>(smem + L.data + 8 * k);
-    if (!room || !bucket_order_desc<kThreads>(sort_key, sort_val, k, tmp_key, tmp_val, hist, ctl.warp_sum,
-                                              reinterpret_cast<uint64_t*>(red),
-                                              [&](uint32_t slot, uint64_t c, uint32_t raw) {
-                                                write_final(slot, static_cast<uint32_t>(c), raw);
-                                              })) {
-      const int P = a.sort_cap;
-      for (int i = k + tid; i < P; i += kThreads) sort_key[i] = 0;  // below every real composite
-      __syncthreads();
-      block_sort_desc<kThreads>(sort_key, sort_val, P);
-      for (int r = tid; r < k; r += kThreads) write_final(r, static_cast<uint32_t>(sort_key[r]), sort_val[r]);
-    }
-  }
+  // By buckets scattered into the slice's shared memory (idle since the final barrier) when
+  // it holds them.
+  const bool room = int64_t{k} * 12 <= int64_t{L.sort_key - L.data};
+  order_desc<kThreads>(sort_key, sort_val, k, a.sort_cap, room ? smem + L.data : nullptr, hist, ctl.warp_sum,
+                       reinterpret_cast<uint64_t*>(red), [&](uint32_t slot, uint64_t c, uint32_t raw) {
+                         write_final(slot, static_cast<uint32_t>(c), raw);
+                       });
   mark();
   dump();
 }

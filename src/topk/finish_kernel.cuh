@@ -1,7 +1,12 @@
-// The delegates' finish in one CTA per row, for small k (delegate_kernel.cuh has the idea):
-// after the group maxima stream, one kernel picks the k best maxima of its row
-// (small_select.cuh), loads those groups' elements straight from the row, and picks their
-// k best. It replaces two cluster-kernel selections, the gather and their launch gaps.
+// The delegates' finish in one CTA per row (delegate_kernel.cuh has the idea): after the
+// group maxima stream, one kernel picks the k best maxima of its row (small_select.cuh),
+// loads those groups' elements straight from the row, and picks their k best. It replaces two
+// cluster-kernel selections, the gather and their launch gaps.
+//
+// Each thread holds a contiguous run of keys: in registers for small k (up to kFinishMaxE),
+// or in shared memory (kE == 0: up to kFinishSmemMaxE, k up to kFinishSmemMaxK), where the
+// ~sqrt(n k) maxima and candidates of k = 1024 do not fit the registers. Either way a
+// thread only ever reads its own keys, so refilling them needs no barrier.
 //
 // Ties go to the lowest positions in both selections: maxima by group number, candidates
 // by position (the chosen groups come out in increasing order, so candidate order is
@@ -9,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "block_sort.cuh"
 #include "keys.h"
 #include "small_select.cuh"
 #include "trace.cuh"
 #include "traits.h"
+#include "vec_keys.cuh"
 
 namespace flyops::topk {
 
@@ -22,8 +29,9 @@ struct FinishArgs {
   const void* x;
   int64_t row_stride;        // elements between rows, a multiple of the vector
   int64_t n;                 // elements per row, a multiple of the group
-  int k;                     // at most kFinishMaxK
+  int k;                     // at most kFinishMaxK (registers) or kFinishSmemMaxK
   int group_log2;            // elements per group
+  int elems;                 // keys per thread (finish_elems)
   bool largest;
   bool sorted;
   const uint32_t* maxima;    // [rows, n / group] ascending keys (flyops_topk_maxima)
@@ -35,42 +43,64 @@ struct FinishArgs {
 
 #if defined(__CUDACC__)
 
-// Global namespace: profiler and ncu names start with flyops_. kE: keys per thread, enough
-// for both the row's maxima and its k groups' elements.
+// Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
+// registers, enough for both the row's maxima and its k groups' elements; 0: a.elems keys
+// per thread in dynamic shared memory (finish_smem has the layout).
 template <typename Keys, int kE>
 __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_finish(flyops::topk::FinishArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kThreads = kFinishThreads;
   constexpr int kVec = 16 / sizeof(Raw);
-  static_assert(kE % kVec == 0 && kE <= kFinishMaxE, "whole 16-byte vectors per thread");
+  constexpr bool kShared = kE == 0;
+  static_assert(kShared || (kE % kVec == 0 && kE <= kFinishMaxE), "whole 16-byte vectors per thread");
+  using Run = std::conditional_t<kShared, SmemKeys<kThreads>, RegKeys<kE>>;
   __shared__ SmallSelectSmem<kThreads> s;
-  __shared__ uint32_t chosen[kFinishMaxK];  // group numbers, increasing
-  __shared__ uint64_t sort_key[kFinishMaxK];
-  __shared__ uint32_t sort_val[kFinishMaxK];
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int k = a.k, gl = a.group_log2;
+  const FinishSmem L = finish_smem(kShared ? a.elems : kE, k);
+  uint32_t* chosen = reinterpret_cast<uint32_t*>(smem + L.chosen);  // group numbers, increasing
+  uint64_t* sort_key = reinterpret_cast<uint64_t*>(smem + L.sort_key);
+  uint32_t* sort_val = reinterpret_cast<uint32_t*>(smem + L.sort_val);
 
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.x;
-  const int k = a.k, gl = a.group_log2;
   PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
   auto mark = [&] { trace.mark(); };
   auto dump = [&] { trace.dump("finish (k, group log2)", k, gl); };
   mark();
   const bool largest = a.largest;
-  uint32_t key[kE];
+  Run run;
+  uint32_t* keys = reinterpret_cast<uint32_t*>(smem + L.keys);
+  constexpr int kStride = SmemKeys<kThreads>::kStride;
+  if constexpr (kShared) run.base = keys + tid;
 
   // ---- the k best group maxima --------------------------------------------------------------
   {
     const int m = static_cast<int>(a.n >> gl);
     const int per = (m + kThreads - 1) / kThreads;
     const int first = tid * per;
-    const int cnt = max(0, min(per, m - first));
-    const uint32_t* src = a.maxima + row * m + first;
-#pragma unroll
-    for (int j = 0; j < kE; ++j) key[j] = j < cnt ? order_key<AscKeys32>(src[j], largest) : 0u;
+    run.cnt = max(0, min(per, m - first));
+    const uint32_t* src = a.maxima + row * m;
+    KeyRange range;
+    if constexpr (kShared) {  // coalesced, each key to its owner's run
+#pragma unroll 8
+      for (int i = tid; i < m; i += kThreads) {
+        const uint32_t key = order_key<AscKeys32>(src[i], largest);
+        keys[(i % per) * kStride + i / per] = key;
+        range.add(key);
+      }
+      __syncthreads();
+    } else {
+      run.template steps<1>([&](int j) {
+        run[j] = order_key<AscKeys32>(src[first + j], largest);
+        range.add(run[j]);
+      });
+    }
     mark();
-    small_select<kThreads, kE>(key, cnt, static_cast<uint32_t>(k), s,
-                               [&](int j, uint32_t slot) { chosen[slot] = static_cast<uint32_t>(first + j); });
+    small_select<kThreads>(
+        run, range, static_cast<uint32_t>(k), s,
+        [&](int j, uint32_t, uint32_t slot) { chosen[slot] = static_cast<uint32_t>(first + j); }, &trace);
   }
   __syncthreads();
   mark();
@@ -79,34 +109,48 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   const int c = k << gl;
   const int per = ((c + kThreads - 1) / kThreads + kVec - 1) / kVec * kVec;
   const int first = tid * per;
-  const int cnt = max(0, min(per, c - first));  // a multiple of kVec: groups are whole vectors
+  run.cnt = max(0, min(per, c - first));  // a multiple of kVec: groups are whole vectors
   const int64_t gmask = (int64_t{1} << gl) - 1;
   auto position = [&](int j) -> int64_t {
     const int e = first + j;
     return (int64_t{chosen[e >> gl]} << gl) + (e & gmask);
   };
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  uint32_t raw[kE];
+  KeyRange range;
+  if constexpr (kShared) {  // coalesced vectors, each to its owner's run
+#pragma unroll 4
+    for (int v = tid; v < c / kVec; v += kThreads) {
+      const int e = v * kVec, owner = e / per, j = e % per;
+      const uint4 q = *reinterpret_cast<const uint4*>(xr + (int64_t{chosen[e >> gl]} << gl) + (e & gmask));
 #pragma unroll
-  for (int v = 0; v < kE / kVec; ++v) {
-    uint4 q = make_uint4(0, 0, 0, 0);
-    if (v * kVec < cnt) q = *reinterpret_cast<const uint4*>(xr + position(v * kVec));
-    const Raw* r = reinterpret_cast<const Raw*>(&q);
+      for (int i = 0; i < kVec; ++i) {
+        const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
+        keys[(j + i) * kStride + owner] = key;
+        range.add(key);
+      }
+    }
+    __syncthreads();
+  } else {
+    run.template steps<kVec>([&](int j) {
+      const uint4 q = *reinterpret_cast<const uint4*>(xr + position(j));
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) raw[v * kVec + i] = r[i];
+      for (int i = 0; i < kVec; ++i) {
+        run[j + i] = order_key<Keys>(vec_element<Raw>(q, i), largest);
+        range.add(run[j + i]);
+      }
+    });
   }
-#pragma unroll
-  for (int j = 0; j < kE; ++j) key[j] = order_key<Keys>(raw[j], largest);
   mark();
   Raw* vals_out = static_cast<Raw*>(a.values) + row * k;
   int64_t* idx_out = a.indices + row * k;
-  small_select<kThreads, kE>(key, cnt, static_cast<uint32_t>(k), s, [&](int j, uint32_t slot) {
+  small_select<kThreads>(run, range, static_cast<uint32_t>(k), s, [&](int j, uint32_t key, uint32_t slot) {
     const int64_t pos = position(j);
+    const Raw raw = element_bits<Keys>(key, largest, xr, pos);  // NaNs read back
     if (a.sorted) {
-      sort_key[slot] = (uint64_t{key[j]} << 32) | (0xffffffffu - static_cast<uint32_t>(pos));
-      sort_val[slot] = raw[j];
+      sort_key[slot] = (uint64_t{key} << 32) | (0xffffffffu - static_cast<uint32_t>(pos));
+      sort_val[slot] = raw;
     } else {
-      vals_out[slot] = static_cast<Raw>(raw[j]);
+      vals_out[slot] = raw;
       idx_out[slot] = pos;
     }
   });
@@ -117,13 +161,14 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   }
   __syncthreads();
   mark();
-  // Composites are distinct (positions differ): each one's rank is its slot.
-  for (int i = tid; i < k; i += kThreads) {
-    const uint64_t ck = sort_key[i];
-    const uint32_t r = rank_desc(sort_key, k, ck);
-    vals_out[r] = static_cast<Raw>(sort_val[i]);
-    idx_out[r] = 0xffffffffu - static_cast<uint32_t>(ck);
-  }
+  // Composites are distinct (positions differ). The bucket scatter (k > kRankSortMax, shared
+  // form only) reuses the keys, done with since the barrier.
+  order_desc<kThreads, !kShared>(sort_key, sort_val, k, L.sort_cap, kShared ? keys : nullptr, keys + 3 * k, s.warp_c,
+                                 reinterpret_cast<uint64_t*>(&s.hist[0][0]),
+                                 [&](uint32_t slot, uint64_t ck, uint32_t raw) {
+                                   vals_out[slot] = static_cast<Raw>(raw);
+                                   idx_out[slot] = 0xffffffffu - static_cast<uint32_t>(ck);
+                                 });
   mark();
   dump();
 }

@@ -90,6 +90,9 @@ struct Launcher {
                             cudaSuccess;
              ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys>,
                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
+             if constexpr (!Keys::kIdentity)  // maxima keys (AscKeys32) never take the finish kernel
+               ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               finish_smem(kFinishSmemMaxE, kFinishSmemMaxK).total) == cudaSuccess;
              if (!ok) cudaGetLastError();
              return ok ? 1 : 0;
            }) != 0;
@@ -178,18 +181,26 @@ struct Launcher {
     return Status::kUnsupported;
   }
 
-  // Both selections of delegates in one CTA per row, the maxima at the workspace's start.
+  // Both selections of delegates in one CTA per row, the maxima at the workspace's start:
+  // the keys in registers, or in shared memory past kFinishMaxE per thread.
   static Status finish(const TopkParams& p, const TopkPlan& plan, const uint32_t* maxima) {
-    FinishArgs f{p.x, p.x_row_stride, p.n, static_cast<int>(p.k), __builtin_ctz(static_cast<unsigned>(plan.group)),
-                 p.largest, p.sorted, maxima, p.values, p.indices};
+    const int gl = __builtin_ctz(static_cast<unsigned>(plan.group));
+    FinishArgs f{p.x,      p.x_row_stride, p.n,    static_cast<int>(p.k), gl, plan.finish, p.largest,
+                 p.sorted, maxima,         p.values, p.indices};
     const unsigned grid = static_cast<unsigned>(p.rows);
+    const int smem = finish_smem(plan.finish, static_cast<int>(p.k)).total;
+    if (plan.finish > kFinishMaxE) {
+      if (!prepare(p.device)) return Status::kUnsupported;
+      flyops_topk_finish<Keys, 0><<<grid, kFinishThreads, smem, p.stream>>>(f);
+      return launch_status();
+    }
     if constexpr (sizeof(Raw) == 4) {  // 16-bit rows need at least one vector of 8
       if (plan.finish <= 4) {
-        flyops_topk_finish<Keys, 4><<<grid, kFinishThreads, 0, p.stream>>>(f);
+        flyops_topk_finish<Keys, 4><<<grid, kFinishThreads, smem, p.stream>>>(f);
         return launch_status();
       }
     }
-    flyops_topk_finish<Keys, kFinishMaxE><<<grid, kFinishThreads, 0, p.stream>>>(f);
+    flyops_topk_finish<Keys, kFinishMaxE><<<grid, kFinishThreads, smem, p.stream>>>(f);
     return launch_status();
   }
 

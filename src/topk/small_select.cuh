@@ -1,5 +1,6 @@
-// One CTA selects the k best of a few thousand 32-bit order keys held in registers, each
-// thread holding a contiguous run of positions; ties go to the lowest positions. Made for the
+// One CTA selects the k best of a few thousand 32-bit order keys, each thread holding a
+// contiguous run of positions (in registers, RegKeys, or in shared memory, SmemKeys); ties go
+// to the lowest positions. Made for the
 // delegates' small selections (finish_kernel.cuh), where the cluster kernel's machinery
 // (histograms published through DSMEM, 2048-bin selections, a returning atomic per warp step
 // with a hit) costs ~8 us on a 2000-element row whatever its size (TopK v18):
@@ -16,8 +17,55 @@
 
 #include "flyops/tile/arch.h"
 #include "flyops/tile/warp.h"
+#include "trace.cuh"
 
 namespace flyops::topk {
+
+// A thread's run of keys in registers: key j is position first + j, valid below cnt.
+template <int kE>
+struct RegKeys {
+  uint32_t v[kE];
+  int cnt = 0;
+  FLYOPS_DEVICE uint32_t& operator[](int j) { return v[j]; }
+  // f(j) for j = 0, kStep, 2 kStep, ... below cnt.
+  template <int kStep, typename F>
+  FLYOPS_DEVICE void steps(F&& f) {
+#pragma unroll
+    for (int j = 0; j < kE; j += kStep)
+      if (j < cnt) f(j);
+  }
+  template <typename F>
+  FLYOPS_DEVICE void each(F&& f) const {
+#pragma unroll
+    for (int j = 0; j < kE; ++j)
+      if (j < cnt) f(j, v[j]);
+  }
+};
+
+// A thread's run of keys in shared memory, stored transposed (key j of thread t at
+// j * kStride + t): every pass over the runs is free of bank conflicts, and so are the
+// coalesced fills (consecutive keys of one run fall in consecutive banks: kStride = 1 mod 32).
+template <int kThreads>
+struct SmemKeys {
+  static constexpr int kStride = kThreads + 1;
+  uint32_t* base;  // the block's array + threadIdx.x
+  int cnt = 0;
+  FLYOPS_DEVICE uint32_t& operator[](int j) { return base[j * kStride]; }
+  // Eight loads issued before their uses: the uses' shared atomics would otherwise keep each
+  // load behind the previous key's (they may alias), one load latency per key.
+  template <typename F>
+  FLYOPS_DEVICE void each(F&& f) const {
+    int j = 0;
+    for (; j + 8 <= cnt; j += 8) {
+      uint32_t v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = base[(j + i) * kStride];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f(j + i, v[i]);
+    }
+    for (; j < cnt; ++j) f(j, base[j * kStride]);
+  }
+};
 
 template <int kThreads>
 struct SmallSelectSmem {
@@ -27,6 +75,16 @@ struct SmallSelectSmem {
   uint32_t warp_c[kThreads / 32];  // counts per warp (small_place): small_cut may return
                                    // with no barrier after reading warp_a and warp_b
   uint32_t pick[3];  // the bin, elements in the bins above it, elements in it
+};
+
+// The least and greatest of the keys a thread has seen: any split of all the keys among the
+// threads gives the block's range (the fills gather it, which saves a pass).
+struct KeyRange {
+  uint32_t mn = 0xffffffffu, mx = 0;
+  FLYOPS_DEVICE void add(uint32_t key) {
+    mn = min(mn, key);
+    mx = max(mx, key);
+  }
 };
 
 // What the search found: every key above `hi` is taken; of the keys in [lo, hi], all of them
@@ -40,22 +98,16 @@ namespace detail {
 FLYOPS_DEVICE uint32_t low_mask(int bits) { return bits >= 32 ? 0xffffffffu : (1u << bits) - 1u; }
 }  // namespace detail
 
-// The cut for the k best of all threads' keys (key[0..cnt) valid; k <= their total). Every
-// thread of the CTA calls it.
-template <int kThreads, int kE>
-FLYOPS_DEVICE SmallCut small_cut(const uint32_t (&key)[kE], int cnt, uint32_t k, SmallSelectSmem<kThreads>& s) {
+// The cut for the k best of all threads' keys (RegKeys or SmemKeys; k <= their total).
+// `part`: this thread's share of the keys' range. Every thread of the CTA calls it; `trace`
+// marks each digit round (trace.cuh).
+template <int kThreads, typename Run>
+FLYOPS_DEVICE SmallCut small_cut(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+                                 PhaseTrace* trace = nullptr) {
   constexpr int kWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  uint32_t mn = 0xffffffffu, mx = 0;
-#pragma unroll
-  for (int j = 0; j < kE; ++j) {
-    if (j < cnt) {
-      mn = min(mn, key[j]);
-      mx = max(mx, key[j]);
-    }
-  }
-  mn = __reduce_min_sync(0xffffffffu, mn);
-  mx = __reduce_max_sync(0xffffffffu, mx);
+  uint32_t mn = __reduce_min_sync(0xffffffffu, part.mn);
+  uint32_t mx = __reduce_max_sync(0xffffffffu, part.mx);
   if (lane == 0) {
     s.warp_a[warp] = mn;
     s.warp_b[warp] = mx;
@@ -78,10 +130,10 @@ FLYOPS_DEVICE SmallCut small_cut(const uint32_t (&key)[kE], int cnt, uint32_t k,
   for (;;) {
     const int w = top + 1 < 8 ? top + 1 : 8;
     const int sh = top + 1 - w;
-    const uint32_t hi = lo | detail::low_mask(top + 1);
-#pragma unroll
-    for (int j = 0; j < kE; ++j)
-      if (j < cnt && key[j] >= lo && key[j] <= hi) atomicAdd(&s.hist[buf][(key[j] >> sh) & 255u], 1u);
+    const int above = top + 1;  // keys in range agree with lo above this bit
+    run.each([&](int, uint32_t key) {
+      if (above == 32 || ((key ^ lo) >> above) == 0) atomicAdd(&s.hist[buf][(key >> sh) & 255u], 1u);
+    });
     for (int b = tid; b < 256; b += kThreads) s.hist[buf ^ 1][b] = 0;
     __syncthreads();
     if (warp == 0) {
@@ -107,6 +159,7 @@ FLYOPS_DEVICE SmallCut small_cut(const uint32_t (&key)[kE], int cnt, uint32_t k,
       }
     }
     __syncthreads();
+    if (trace != nullptr) trace->mark();
     need -= s.pick[1];
     lo |= s.pick[0] << sh;
     if (s.pick[2] == need) return {lo, lo | detail::low_mask(sh), need, true};
@@ -118,19 +171,16 @@ FLYOPS_DEVICE SmallCut small_cut(const uint32_t (&key)[kE], int cnt, uint32_t k,
 
 // This thread's first output slot, and the rank (in position order) of its first key in
 // [cut.lo, cut.hi] among all such keys. Every thread calls it.
-template <int kThreads, int kE>
-FLYOPS_DEVICE uint32_t small_place(const uint32_t (&key)[kE], int cnt, const SmallCut& cut,
-                                   SmallSelectSmem<kThreads>& s, uint32_t& eq_base) {
+template <int kThreads, typename Run>
+FLYOPS_DEVICE uint32_t small_place(const Run& run, const SmallCut& cut, SmallSelectSmem<kThreads>& s,
+                                   uint32_t& eq_base) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   uint32_t gt = 0, eq = 0;
-#pragma unroll
-  for (int j = 0; j < kE; ++j) {
-    if (j < cnt) {
-      gt += key[j] > cut.hi;
-      eq += key[j] >= cut.lo && key[j] <= cut.hi;
-    }
-  }
-  // Both counts in one scan: each total is at most kThreads * kE < 2^16.
+  run.each([&](int, uint32_t key) {
+    gt += key > cut.hi;
+    eq += key >= cut.lo && key <= cut.hi;
+  });
+  // Both counts in one scan: each total is below 2^16 (finish_elems keeps a CTA's keys there).
   const uint32_t packed = (eq << 16) | gt;
   const uint32_t incl = tile::warp_prefix_sum(packed);
   if (lane == 31) s.warp_c[warp] = incl;
@@ -150,17 +200,18 @@ FLYOPS_DEVICE bool small_taken(uint32_t key, const SmallCut& cut, uint32_t& e) {
   return cut.whole || e++ < cut.need;
 }
 
-// The k best keys of the CTA: emit(j, slot) for each of this thread's taken keys, slots
-// 0..k-1 in position order. Every thread calls it.
-template <int kThreads, int kE, typename Emit>
-FLYOPS_DEVICE void small_select(const uint32_t (&key)[kE], int cnt, uint32_t k, SmallSelectSmem<kThreads>& s,
-                                Emit&& emit) {
-  const SmallCut cut = small_cut<kThreads, kE>(key, cnt, k, s);
+// The k best keys of the CTA: emit(j, key, slot) for each of this thread's taken keys,
+// slots 0..k-1 in position order. Every thread calls it.
+template <int kThreads, typename Run, typename Emit>
+FLYOPS_DEVICE void small_select(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+                                Emit&& emit, PhaseTrace* trace = nullptr) {
+  const SmallCut cut = small_cut<kThreads>(run, part, k, s, trace);
   uint32_t e = 0;
-  uint32_t slot = small_place<kThreads, kE>(key, cnt, cut, s, e);
-#pragma unroll
-  for (int j = 0; j < kE; ++j)
-    if (j < cnt && small_taken(key[j], cut, e)) emit(j, slot++);
+  uint32_t slot = small_place<kThreads>(run, cut, s, e);
+  if (trace != nullptr) trace->mark();
+  run.each([&](int j, uint32_t key) {
+    if (small_taken(key, cut, e)) emit(j, key, slot++);
+  });
 }
 
 }  // namespace flyops::topk

@@ -77,22 +77,50 @@ inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 
 }
 
 // The finish kernel (finish_kernel.cuh): both selections of delegates in one CTA per row,
-// when the row's maxima and its k groups' elements each fit the CTA's registers.
+// when the row's maxima and its k groups' elements each fit the CTA: up to kFinishMaxE keys
+// per thread in registers for k <= kFinishMaxK, else up to kFinishSmemMaxE in shared memory
+// for k <= kFinishSmemMaxK (64 KB of keys: two CTAs per SM).
 inline constexpr int kFinishThreads = 512;
 inline constexpr int kFinishMaxE = 8;  // keys per thread
 inline constexpr int kFinishMaxK = 256;
+inline constexpr int kFinishSmemMaxE = 32;
+inline constexpr int kFinishSmemMaxK = 1024;
+static_assert(kFinishThreads * kFinishSmemMaxE < (1 << 16), "small_place packs two counts in 32 bits");
 
-// Keys per thread the finish kernel needs (a power of two, at least one 16-byte vector),
-// or 0 when it does not fit.
+// Keys per thread the finish kernel needs (a power of two, at least one 16-byte vector;
+// above kFinishMaxE: in shared memory), or 0 when it does not fit.
 inline int finish_elems(int64_t n, int64_t k, int64_t group, int elem_bytes) {
   const int64_t vec = 16 / elem_bytes;
-  if (k > kFinishMaxK || group <= 0 || group % vec != 0) return 0;
+  if (k > kFinishSmemMaxK || group <= 0 || group % vec != 0) return 0;
   const int64_t per_maxima = (n / group + kFinishThreads - 1) / kFinishThreads;
   const int64_t per_cand = ((k * group + kFinishThreads - 1) / kFinishThreads + vec - 1) / vec * vec;
   const int64_t need = std::max(per_maxima, per_cand);
-  for (int e = static_cast<int>(vec); e <= kFinishMaxE; e *= 2)
+  const int first = k > kFinishMaxK ? 2 * kFinishMaxE : static_cast<int>(vec);
+  for (int e = first; e <= kFinishSmemMaxE; e *= 2)
     if (e >= need) return e;
   return 0;
+}
+
+// The finish kernel's dynamic shared memory, in bytes, and the offsets of its parts: the
+// keys (shared-memory form only; each thread's run strided by 513 words), the sort's
+// composites and payloads (room for the bitonic sort's power of two), the chosen groups.
+// The sort's bucket scatter reuses the keys.
+struct FinishSmem {
+  int keys, sort_key, sort_val, chosen, total;
+  int sort_cap;  // the power of two >= k
+};
+FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
+  auto up16 = [](int b) { return (b + 15) & ~15; };
+  int p = 1;
+  while (p < k) p <<= 1;
+  FinishSmem s;
+  s.keys = 0;
+  s.sort_key = elems > kFinishMaxE ? up16(elems * (kFinishThreads + 1) * 4) : 0;
+  s.sort_val = s.sort_key + p * 8;
+  s.chosen = up16(s.sort_val + p * 4);
+  s.total = up16(s.chosen + k * 4);
+  s.sort_cap = p;
+  return s;
 }
 
 // ---- cluster kernel -------------------------------------------------------------------------

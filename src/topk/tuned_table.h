@@ -30,8 +30,11 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // With the finish kernel (small k: both selections in one CTA per row, TopK v19) delegates
 // also win on shorter rows once there are 64 rows or more: 256 x 32000 k = 20-256 1.3-2.1x
 // over one cluster pass, 64 x 32000 0.96-1.4x (bf16 k = 20 the 0.96x); one row still loses
-// (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs). `finish`: whether
-// the finish kernel takes the row (finish_elems of its group).
+// (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs). Its shared-memory
+// form (k up to 1024, TopK v21), against delegates' two radix selections or the router's
+// cluster pass at 64 and 256 rows: k = 1024 1.0-1.6x (64 x 32000 fp32 the 1.0x), k = 300
+// 1.1-1.4x; at one row 0.5-0.7x of the cluster kernel. `finish`: whether the finish kernel
+// takes the row (finish_elems of its group).
 inline bool prefer_delegates(const TopkParams& p, bool finish) {
   if (finish && p.rows >= 64) return true;
   return (p.n >= 100000 || p.k >= 512) &&

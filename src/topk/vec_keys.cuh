@@ -32,5 +32,16 @@ FLYOPS_DEVICE uint32_t max_order_key(const uint4& v, bool largest) {
   }
 }
 
+// Element i of a 16-byte vector of Raw, by shifts: taking the vector's address to index it
+// put it on the stack (the finish kernel's 16-bit form).
+template <typename Raw>
+FLYOPS_DEVICE uint32_t vec_element(const uint4& v, int i) {
+  constexpr int kPerWord = 4 / static_cast<int>(sizeof(Raw));
+  const int wi = i / kPerWord;
+  const uint32_t w = wi == 0 ? v.x : wi == 1 ? v.y : wi == 2 ? v.z : v.w;
+  if constexpr (kPerWord == 1) return w;
+  else return (w >> (16 * (i % kPerWord))) & 0xffffu;
+}
+
 }  // namespace flyops::topk
 #endif

@@ -251,16 +251,16 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,c1,c1>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,c2,c2>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,c1,c1>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4>");  // few rows
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,c2,c2>");  // k G too many
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16>");  // keys in smem
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 8 MB
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
@@ -308,18 +308,32 @@ TEST(TopkDelegates, WorkspaceLayoutAligned) {
 }
 
 // The finish kernel takes a row when its maxima and its k groups' elements both fit the
-// CTA's keys (whole 16-byte vectors per thread), and k fits its rank sort.
+// CTA's keys (whole 16-byte vectors per thread): in registers for k <= kFinishMaxK and up to
+// kFinishMaxE keys per thread, else in shared memory up to kFinishSmemMaxE and k <= 1024.
 TEST(TopkDelegates, FinishFits) {
   const int cap = topk::kFinishThreads * topk::kFinishMaxE;
+  const int smem_cap = topk::kFinishThreads * topk::kFinishSmemMaxE;
   EXPECT_EQ(topk::finish_elems(32000, 20, 32, 4), 4);     // 1000 maxima, 640 candidates
   EXPECT_EQ(topk::finish_elems(32000, 20, 32, 2), 8);     // a bf16 thread holds a whole vector
   EXPECT_EQ(topk::finish_elems(262144, 50, 64, 4), 8);    // 4096 maxima
   EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64, 50, 64, 4), topk::kFinishMaxE);
-  EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64 + 64, 50, 64, 4), 0);  // one maximum too many
+  EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64 + 64, 50, 64, 4), 16);  // one maximum past the registers
   EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64, cap / 64, 64, 4), topk::kFinishMaxE);
-  EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64, cap / 64 + 1, 64, 4), 0);  // candidates past the CTA
-  EXPECT_EQ(topk::finish_elems(32000, topk::kFinishMaxK + 1, 8, 4), 0);  // past the rank sort
+  EXPECT_EQ(topk::finish_elems(int64_t{cap} * 64, cap / 64 + 1, 64, 4), 16);  // candidates past them
+  EXPECT_EQ(topk::finish_elems(32000, topk::kFinishMaxK + 1, 8, 4), 16);  // past the rank sort: smem
+  EXPECT_EQ(topk::finish_elems(262144, 1024, 16, 4), topk::kFinishSmemMaxE);  // 16384 of each
+  EXPECT_EQ(topk::finish_elems(int64_t{smem_cap} * 16 + 16, 1024, 16, 4), 0);  // one maximum too many
+  EXPECT_EQ(topk::finish_elems(int64_t{smem_cap} * 64, smem_cap / 64 + 1, 64, 4), 0);  // candidates
+  EXPECT_EQ(topk::finish_elems(262144, topk::kFinishSmemMaxK + 1, 16, 4), 0);  // past the bucket order
   EXPECT_EQ(topk::finish_elems(32000, 20, 4, 2), 0);      // groups of half a vector
+  // Shared memory: the keys (64 KB at 32 per thread) and the sort of 1024 leave two CTAs per
+  // SM (228 KB; a few KB static and reserved per CTA), and the bucket scatter (12 bytes per
+  // composite, then 2048 bucket words) fits over the keys.
+  const topk::FinishSmem big = topk::finish_smem(topk::kFinishSmemMaxE, topk::kFinishSmemMaxK);
+  EXPECT_LE(2 * (big.total + 4096), 228 * 1024);
+  EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, big.sort_key);
+  EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, topk::finish_smem(16, topk::kFinishSmemMaxK).sort_key);
+  EXPECT_EQ(topk::finish_smem(topk::kFinishMaxE, topk::kFinishMaxK).sort_key, 0);  // no keys in registers' form
 }
 
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the
@@ -344,10 +358,10 @@ TEST(TopkRoute, PlansFit) {
             if (plan.kind == TopkPlan::Kind::kDelegate) {
               EXPECT_EQ(n % plan.group, 0);
               EXPECT_LE(k * plan.group * 2, n);
-              if (plan.finish != 0) {  // the maxima, and both selections in the CTA's registers
+              if (plan.finish != 0) {  // the maxima, and both selections in the CTA's keys
                 const int64_t cap = int64_t{topk::kFinishThreads} * plan.finish;
-                EXPECT_LE(plan.finish, topk::kFinishMaxE);
-                EXPECT_LE(k, topk::kFinishMaxK);
+                EXPECT_LE(plan.finish, topk::kFinishSmemMaxE);
+                EXPECT_LE(k, plan.finish > topk::kFinishMaxE ? topk::kFinishSmemMaxK : topk::kFinishMaxK);
                 EXPECT_LE(n / plan.group, cap);
                 EXPECT_LE(k * plan.group, cap);
                 EXPECT_EQ(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));

@@ -229,14 +229,16 @@ def test_delegates(kind, dtype, vecs):
 @pytest.mark.parametrize("kind", SPECIAL + ["randn"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_finish(kind, dtype):
-    """Both selections of delegates in the one-CTA finish kernel (small k): ties across
-    groups and within the final bin, NaNs of both signs (the lowest positions must win),
-    signed zeros, both directions, sorted or not, one row or several, padded rows; the
-    same calls with the two radix selections instead (forced) stay right too."""
+    """Both selections of delegates in the one-CTA finish kernel (keys in registers for
+    small k, in shared memory for k > 256 or many keys): ties across groups and within the
+    final bin, NaNs of both signs (the lowest positions must win), signed zeros, both
+    directions, sorted or not (k = 1024 sorted by buckets, or by the bitonic sort when ties
+    crowd a bucket), one row or several, padded rows; the same calls with the two radix
+    selections instead (forced) stay right too."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     make = (lambda n: torch.randn(n, generator=gen).to(dtype)) if kind == "randn" else \
         (lambda n: special_row(n, dtype, kind, gen))
-    for n, ks in ((32000, (2, 101, 256)), (128256, (20, 50)), (262144, (50,))):
+    for n, ks in ((32000, (2, 101, 256, 1024)), (128256, (20, 50, 257)), (262144, (50, 1024))):
         rows = torch.stack([make(n) for _ in range(3)]).cuda()
         for force in (6, 8):
             torch.ops.flyops._topk_force(force, 0)
@@ -249,8 +251,9 @@ def test_delegates_finish(kind, dtype):
                             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
     padded = torch.stack([make(32000 + 64) for _ in range(2)]).cuda()[:, :32000]
     torch.ops.flyops._topk_force(6, 0)
-    assert "finish" in torch.ops.flyops._route_topk(padded, 50)
-    assert_same_as_stock(padded, 50)
+    for k in (50, 1024):
+        assert "finish" in torch.ops.flyops._route_topk(padded, k)
+        assert_same_as_stock(padded, k)
 
 
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
