@@ -76,6 +76,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   if constexpr (kShared) run.base = keys + tid;
 
   // ---- the k best group maxima --------------------------------------------------------------
+  SmallCut maxima_cut;
   {
     const int m = static_cast<int>(a.n >> gl);
     const int per = (m + kThreads - 1) / kThreads;
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
       });
     }
     mark();
-    small_select<kThreads>(
+    maxima_cut = small_select<kThreads>(
         run, range, static_cast<uint32_t>(k), s,
         [&](int j, uint32_t, uint32_t slot) { chosen[slot] = static_cast<uint32_t>(first + j); }, &trace);
   }
@@ -140,6 +141,10 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
       }
     });
   }
+  // The k chosen maxima are k elements at or above the cut's lo, so the answer is too: the
+  // digits start from there, and the candidates below it never enter a histogram. (Maxima
+  // are 32-bit keys; a 16-bit key sits in their top half, NaN's all-ones included.)
+  range.mn = max(range.mn, Keys::kBits == 32 ? maxima_cut.lo : maxima_cut.lo >> 16);
   mark();
   Raw* vals_out = static_cast<Raw*>(a.values) + row * k;
   int64_t* idx_out = a.indices + row * k;

@@ -201,10 +201,11 @@ FLYOPS_DEVICE bool small_taken(uint32_t key, const SmallCut& cut, uint32_t& e) {
 }
 
 // The k best keys of the CTA: emit(j, key, slot) for each of this thread's taken keys,
-// slots 0..k-1 in position order. Every thread calls it.
+// slots 0..k-1 in position order; returns the cut (every taken key is >= its lo). Every
+// thread calls it.
 template <int kThreads, typename Run, typename Emit>
-FLYOPS_DEVICE void small_select(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
-                                Emit&& emit, PhaseTrace* trace = nullptr) {
+FLYOPS_DEVICE SmallCut small_select(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+                                    Emit&& emit, PhaseTrace* trace = nullptr) {
   const SmallCut cut = small_cut<kThreads>(run, part, k, s, trace);
   uint32_t e = 0;
   uint32_t slot = small_place<kThreads>(run, cut, s, e);
@@ -212,6 +213,7 @@ FLYOPS_DEVICE void small_select(const Run& run, KeyRange part, uint32_t k, Small
   run.each([&](int j, uint32_t key) {
     if (small_taken(key, cut, e)) emit(j, key, slot++);
   });
+  return cut;
 }
 
 }  // namespace flyops::topk
