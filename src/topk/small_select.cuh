@@ -1,11 +1,12 @@
-// One CTA selects the k best of a few thousand 32-bit order keys, each thread holding a
-// contiguous run of positions (in registers, RegKeys, or in shared memory, SmemKeys); ties go
-// to the lowest positions. Made for the
-// delegates' small selections (finish_kernel.cuh), where the cluster kernel's machinery
-// (histograms published through DSMEM, 2048-bin selections, a returning atomic per warp step
-// with a hit) costs ~8 us on a 2000-element row whatever its size (TopK v18):
+// One CTA selects the k best of up to 16k 32-bit order keys, each thread holding a contiguous
+// run of positions (in registers, RegKeys, or in shared memory, SmemKeys); ties go to the
+// lowest positions. Made for the delegates' small selections (finish_kernel.cuh), where the
+// cluster kernel's machinery (histograms published through DSMEM, 2048-bin selections, a
+// returning atomic per warp step with a hit) costs ~8 us on a 2000-element row whatever its
+// size (TopK v18):
 //
-//   range   the block's least and greatest key: digits start at their highest differing bit;
+//   range   the block's least and greatest key (each thread's share gathered by the caller's
+//           fill, KeyRange): digits start at their highest differing bit;
 //   digits  8 bits per round: a 256-bin histogram (non-returning shared atomics) of the keys
 //           still in range, one warp finds the bin of the need-th best; two barriers a round;
 //   place   one block scan of (in the final bin, above it) counts gives each taken element its
