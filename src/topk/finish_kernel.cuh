@@ -72,7 +72,6 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   const bool largest = a.largest;
   Run run;
   uint32_t* keys = reinterpret_cast<uint32_t*>(smem + L.keys);
-  constexpr int kStride = SmemKeys<kThreads>::kStride;
   if constexpr (kShared) run.base = keys + tid;
 
   // ---- the k best group maxima --------------------------------------------------------------
@@ -88,7 +87,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
 #pragma unroll 8
       for (int i = tid; i < m; i += kThreads) {
         const uint32_t key = order_key<AscKeys32>(src[i], largest);
-        keys[(i % per) * kStride + i / per] = key;
+        keys[SmemKeys<kThreads>::at(i / per, i % per)] = key;
         range.add(key);
       }
       __syncthreads();
@@ -112,21 +111,20 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   const int first = tid * per;
   run.cnt = max(0, min(per, c - first));  // a multiple of kVec: groups are whole vectors
   const int64_t gmask = (int64_t{1} << gl) - 1;
-  auto position = [&](int j) -> int64_t {
-    const int e = first + j;
-    return (int64_t{chosen[e >> gl]} << gl) + (e & gmask);
-  };
+  // Candidate e of the row (its chosen group e >> gl) and this thread's key j.
+  auto candidate_pos = [&](int e) -> int64_t { return (int64_t{chosen[e >> gl]} << gl) + (e & gmask); };
+  auto position = [&](int j) { return candidate_pos(first + j); };
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
   KeyRange range;
   if constexpr (kShared) {  // coalesced vectors, each to its owner's run
 #pragma unroll 4
     for (int v = tid; v < c / kVec; v += kThreads) {
       const int e = v * kVec, owner = e / per, j = e % per;
-      const uint4 q = *reinterpret_cast<const uint4*>(xr + (int64_t{chosen[e >> gl]} << gl) + (e & gmask));
+      const uint4 q = *reinterpret_cast<const uint4*>(xr + candidate_pos(e));
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
         const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
-        keys[(j + i) * kStride + owner] = key;
+        keys[SmemKeys<kThreads>::at(owner, j + i)] = key;
         range.add(key);
       }
     }

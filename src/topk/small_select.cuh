@@ -51,7 +51,9 @@ struct SmemKeys {
   static constexpr int kStride = kThreads + 1;
   uint32_t* base;  // the block's array + threadIdx.x
   int cnt = 0;
-  FLYOPS_DEVICE uint32_t& operator[](int j) { return base[j * kStride]; }
+  // Where key j of thread `owner` sits in the block's array (for fills by other threads).
+  static FLYOPS_DEVICE int at(int owner, int j) { return j * kStride + owner; }
+  FLYOPS_DEVICE uint32_t& operator[](int j) { return base[at(0, j)]; }
   // Eight loads issued before their uses: the uses' shared atomics would otherwise keep each
   // load behind the previous key's (they may alias), one load latency per key.
   template <typename F>
@@ -60,11 +62,11 @@ struct SmemKeys {
     for (; j + 8 <= cnt; j += 8) {
       uint32_t v[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = base[(j + i) * kStride];
+      for (int i = 0; i < 8; ++i) v[i] = base[at(0, j + i)];
 #pragma unroll
       for (int i = 0; i < 8; ++i) f(j + i, v[i]);
     }
-    for (; j < cnt; ++j) f(j, base[j * kStride]);
+    for (; j < cnt; ++j) f(j, base[at(0, j)]);
   }
 };
 
