@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "flyops/tile/launch.h"
 #include "keys.h"
 #include "traits.h"
 #include "vec_keys.cuh"
@@ -72,6 +73,8 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
     const int64_t v = v0 + u * kDelegateThreads;
     buf[u] = v < nv ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
   }
+  // The finish kernel may launch once every block is this far (it waits for the maxima).
+  flyops::tile::allow_dependent_launch();
 #pragma unroll
   for (int u = 0; u < kDelegateUnroll; ++u) {
     const int64_t v = v0 + u * kDelegateThreads;

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "block_sort.cuh"
+#include "flyops/tile/launch.h"
 #include "keys.h"
 #include "small_select.cuh"
 #include "trace.cuh"
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
   auto mark = [&] { trace.mark(); };
   auto dump = [&] { trace.dump("finish (k, group log2)", k, gl); };
+  flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
   mark();
   const bool largest = a.largest;
   Run run;

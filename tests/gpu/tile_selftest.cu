@@ -37,6 +37,41 @@ void report(const char* name, bool ok) {
   (ok ? g_passed : g_failed) += 1;
 }
 
+// ---- programmatic dependent launch: the dependent kernel starts early, reads after the wait ----
+__global__ void pdl_producer(int* buf, int n) {
+  allow_dependent_launch();  // at once: the consumer may start while these writes run
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) buf[i] = 3 * i + 1;
+}
+
+__global__ void pdl_consumer(const int* buf, int n, int* bad) {
+  grid_dependency_wait();
+  int wrong = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) wrong += buf[i] != 3 * i + 1;
+  if (wrong != 0) atomicAdd(bad, wrong);
+}
+
+void test_dependent_launch() {
+  const int n = 1 << 24;
+  int *buf = nullptr, *bad = nullptr;
+  CHECK_CUDA(cudaMalloc(&buf, sizeof(int) * n));
+  CHECK_CUDA(cudaMalloc(&bad, sizeof(int)));
+  bool ok = true;
+  for (int rep = 0; rep < 3 && ok; ++rep) {
+    CHECK_CUDA(cudaMemset(buf, 0xff, sizeof(int) * n));
+    CHECK_CUDA(cudaMemset(bad, 0, sizeof(int)));
+    pdl_producer<<<264, 256>>>(buf, n);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(launch_dependent(&pdl_consumer, dim3(132), dim3(256), 0, nullptr, buf, n, bad));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    int h = -1;
+    CHECK_CUDA(cudaMemcpy(&h, bad, sizeof(int), cudaMemcpyDeviceToHost));
+    ok = h == 0;
+  }
+  CHECK_CUDA(cudaFree(buf));
+  CHECK_CUDA(cudaFree(bad));
+  report("dependent launch reads after the wait", ok);
+}
+
 using Tile = SmemTile<uint16_t, 64, 64, Swizzle::k128B>;  // bf16, one 128-byte row per index
 
 // ---- TMA load (2-D, 128B swizzle, edges zero-filled), optionally multicast to a pair ----
@@ -517,6 +552,7 @@ int main() {
   test_tma_map_cache();
   test_load_now();
   test_warp_scans();
+  test_dependent_launch();
   test_tma_load(false);
   test_tma_load(true);
   test_tma_store();

@@ -1,8 +1,11 @@
-// Host side of launching tile-layer kernels: cluster launches and their occupancy.
+// Launching tile-layer kernels: cluster launches and their occupancy, and programmatic
+// dependent launch (host and device sides).
 #pragma once
 
 #if defined(__CUDACC__)
 #include <cuda_runtime.h>
+
+#include "flyops/tile/arch.h"
 
 namespace flyops::tile {
 
@@ -30,6 +33,31 @@ cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, int 
   const cudaLaunchConfig_t cfg = cluster_config(grid, block, smem_bytes, stream, &attr, cluster);
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
+
+// Programmatic dependent launch: kernel<<<grid, block, smem, stream>>>(args...) that may
+// begin before the stream's previous kernel ends (once each of that kernel's blocks has
+// called allow_dependent_launch() or exited), hiding the launch gap. The kernel must call
+// grid_dependency_wait() before it reads anything the previous kernel writes; that wait
+// returns when the previous kernel has completed and its writes are visible. Kernels
+// launched the ordinary way treat both calls as no-ops.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
+                             Args&&... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+FLYOPS_DEVICE void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+FLYOPS_DEVICE void allow_dependent_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // How many clusters of `cluster` CTAs can be resident at once on the whole device.
 template <typename... KArgs>
