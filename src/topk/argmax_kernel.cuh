@@ -29,7 +29,8 @@ struct ArgmaxArgs {
 
 #if defined(__CUDACC__)
 // Global namespace: profiler and ncu names start with flyops_.
-template <typename Keys>
+// kSelect: how a thread keeps its best vector (below).
+template <typename Keys, bool kSelect>
 __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argmax(flyops::topk::ArgmaxArgs a) {
   using namespace flyops;
   using namespace flyops::topk;
@@ -59,30 +60,61 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
     best = c > best ? c : best;
   };
   if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
-    // Per vector only its greatest key is compared with the thread's best; the element is
-    // located only when it wins (rarely, after the first few vectors). A thread's vectors
-    // come in increasing position order, so a strict win keeps the lowest position on ties.
+    // Per vector only its greatest key is compared with the thread's best. A thread's
+    // vectors come in increasing position order, so a strict win keeps the lowest position
+    // on ties. The branch form locates a winning vector's element at once; with few
+    // vectors per thread some lane of a warp wins at nearly every step, and for 16-bit rows
+    // that divergence made the stream compute-bound. The select form (kSelect) keeps the
+    // winning vector itself and locates the element once, after the loop; for fp32 rows and
+    // single rows it measured slower (ptxas spreads a step's loads between its selects).
     const int nv = cnt / kVec;
     const uint4* src = reinterpret_cast<const uint4*>(xr);
     uint32_t vkey = 0, vpos = 0xffffffffu;  // no element yet
-    for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
-      uint4 buf[kUnroll];
+    if constexpr (kSelect) {
+      int vbest = -1;
+      uint4 vraw = make_uint4(0, 0, 0, 0);
+      for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
+        uint4 buf[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (v0 + u * kThreads < nv) buf[u] = __ldcs(src + v0 + u * kThreads);
+        for (int u = 0; u < kUnroll; ++u)
+          buf[u] = v0 + u * kThreads < nv ? __ldcs(src + v0 + u * kThreads) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int v = v0 + u * kThreads;
-        if (v >= nv) continue;
-        const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
-        if (m > vkey || vpos == 0xffffffffu) {
-          const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
-          int j = kVec - 1;
+        for (int u = 0; u < kUnroll; ++u) {
+          const int v = v0 + u * kThreads;
+          const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
+          const bool win = v < nv && (m > vkey || vbest < 0);
+          vkey = win ? m : vkey;
+          vbest = win ? v : vbest;
+          vraw = win ? buf[u] : vraw;
+        }
+      }
+      if (vbest >= 0) {
+        int j = kVec - 1;
 #pragma unroll
-          for (int jj = kVec - 2; jj >= 0; --jj)
-            if (order_key<Keys>(e[jj], a.largest) == m) j = jj;
-          vkey = m;
-          vpos = pos0 + static_cast<uint32_t>(v * kVec + j);
+        for (int jj = kVec - 2; jj >= 0; --jj)
+          if (order_key<Keys>(vec_element<Raw>(vraw, jj), a.largest) == vkey) j = jj;
+        vpos = pos0 + static_cast<uint32_t>(vbest * kVec + j);
+      }
+    } else {
+      for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
+        uint4 buf[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (v0 + u * kThreads < nv) buf[u] = __ldcs(src + v0 + u * kThreads);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int v = v0 + u * kThreads;
+          if (v >= nv) continue;
+          const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
+          if (m > vkey || vpos == 0xffffffffu) {
+            const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
+            int j = kVec - 1;
+#pragma unroll
+            for (int jj = kVec - 2; jj >= 0; --jj)
+              if (order_key<Keys>(e[jj], a.largest) == m) j = jj;
+            vkey = m;
+            vpos = pos0 + static_cast<uint32_t>(v * kVec + j);
+          }
         }
       }
     }
