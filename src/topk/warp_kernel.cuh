@@ -1,19 +1,22 @@
 // Short rows (MoE routing): one warp per row, the row in registers (kE elements per lane,
 // lane-strided so loads coalesce). Two ways to pick the k best, both exact:
 //
-//   threshold  (k >= 3) T = the k-th largest of the 32 lane maxima (with multiplicity) is
-//              at most the row's k-th largest key, so every element of the answer has a key
-//              >= T, and on real data few others do. When at most 64 elements pass, they
-//              are compacted through shared memory into two composites (order key :
-//              ~position) per lane and k warp-wide arg-max rounds over those pick the
-//              answer: unique composites, so NaN ties go to the lowest positions as in stock.
+//   threshold  (k >= 3) a key T at most the row's k-th largest, so every element of the
+//              answer has a key >= T, and on real data few others do. For k <= 8, T is the
+//              least of the maxima of 4 or 8 lane groups (as many distinct elements >= T as
+//              groups, at least k: five shuffles); past 8, the k-th largest lane maximum
+//              (k warp-wide rounds). When at most 64 elements pass, they are compacted
+//              through shared memory as composites (order key : ~position), unique, so NaN
+//              ties go to the lowest positions as in stock, and each candidate's rank among
+//              them is its output slot.
 //   rounds     (k <= 2, or too many elements pass: heavy ties) rounds of a warp-wide max
 //              over the keys. A round takes every lane whose best key is the maximum at
 //              once (equal non-NaN keys have equal bits, so any of them will do). When the
 //              maximum is the NaN key, NaN bits differ and stock takes the lowest positions:
 //              that round reduces composites instead and takes one element.
 //
-// Both emit in order, so the output comes out sorted. No global scratch memory.
+// Both emit in order (the ranks are slots), so the output comes out sorted. No global
+// scratch memory.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,7 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
   using Raw = typename Keys::Raw;
   static_assert(kE <= 32, "live mask is one word");
   constexpr int kCandPerLane = 2;
+  constexpr int kCheapThresholdK = 8;  // up to this k the threshold comes from lane groups
   __shared__ uint64_t cand[kWarpRowsPerCta][kCandPerLane * tile::kWarpSize];
   const int64_t row = int64_t(blockIdx.x) * kWarpRowsPerCta + tile::warp_id();
   if (row >= a.rows) return;  // whole warps leave together
@@ -79,20 +83,33 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
   };
 
   if (a.k >= 3) {
-    // T: rounds over the lane maxima until k of them are taken.
     uint32_t m = 0;
 #pragma unroll
     for (int j = 0; j < kE; ++j) m = (live >> j & 1u) && key[j] > m ? key[j] : m;
-    bool alive = live != 0;
-    int taken = 0;
     uint32_t t = 0;
-    for (;;) {
-      const uint32_t top = tile::warp_max_u32(alive ? m : 0u);
-      const uint32_t ball = __ballot_sync(0xffffffffu, alive && m == top);
-      taken += __popc(ball);
-      t = top;
-      if (taken >= a.k || top == 0) break;  // no key is below 0
-      if (ball >> lane & 1u) alive = false;
+    if (a.k <= kCheapThresholdK) {
+      // The maxima of lane groups (4 groups of 8 lanes for k <= 4, else 8 of 4), then their
+      // least (an empty group's is 0: then every element passes).
+      const int span = a.k <= 4 ? 8 : 4;
+      uint32_t g = m;
+#pragma unroll
+      for (int off = 1; off < tile::kWarpSize; off <<= 1) {
+        const uint32_t o = __shfl_xor_sync(0xffffffffu, g, off);
+        g = off < span ? max(g, o) : min(g, o);
+      }
+      t = g;
+    } else {
+      // Rounds over the lane maxima until k of them are taken.
+      bool alive = live != 0;
+      int taken = 0;
+      for (;;) {
+        const uint32_t top = tile::warp_max_u32(alive ? m : 0u);
+        const uint32_t ball = __ballot_sync(0xffffffffu, alive && m == top);
+        taken += __popc(ball);
+        t = top;
+        if (taken >= a.k || top == 0) break;  // no key is below 0
+        if (ball >> lane & 1u) alive = false;
+      }
     }
     uint32_t pass = 0;
 #pragma unroll
@@ -116,17 +133,17 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
         }
       }
       __syncwarp();
-      uint64_t c0 = lane < total ? buf[lane] : 0, c1 = lane + 32 < total ? buf[lane + 32] : 0;
-      // Every lane sees each round's winner; lane r keeps the r-th, and the k lanes write
-      // together (one round, one single-element store would scatter).
-      uint64_t mine_out = 0;
-      for (int r = 0; r < a.k; ++r) {
-        const uint64_t mine_best = c0 > c1 ? c0 : c1;
-        const uint64_t top = tile::warp_max_u64(mine_best);
-        if (mine_best == top) (c0 == top ? c0 : c1) = 0;  // composites are unique: one lane
-        if (lane == r) mine_out = top;
+      // A candidate's rank among the (unique) candidates is its output slot; the k lanes
+      // or so with a rank below k write adjacent elements.
+#pragma unroll
+      for (int h = 0; h < kCandPerLane; ++h) {
+        const int c = lane + h * tile::kWarpSize;
+        if (c >= total) break;
+        const uint64_t mine_c = buf[c];
+        int rank = 0;
+        for (int j = 0; j < total; ++j) rank += buf[j] > mine_c;
+        if (rank < a.k) emit(rank, static_cast<uint32_t>(mine_c >> 32), 0xffffffffu - static_cast<uint32_t>(mine_c));
       }
-      if (lane < a.k) emit(lane, static_cast<uint32_t>(mine_out >> 32), 0xffffffffu - static_cast<uint32_t>(mine_out));
       return;
     }
   }

@@ -249,7 +249,8 @@ def test_routing_decisions():
 def test_topk_routing_decisions():
     r = torch.ops.flyops._route_topk
     f32 = lambda *shape, **kw: torch.empty(*shape, **kw)  # noqa: E731
-    assert r(f32(16384, 128), 8) == "flyops_topk_group<fp32>"
+    assert r(f32(16384, 128), 8) == "flyops_topk_warp<fp32>"
+    assert r(f32(16384, 128), 4) == "flyops_topk_group<fp32>"
     assert r(f32(16384, 256), 8) == "flyops_topk_warp<fp32>"
     assert r(f32(16384, 256, dtype=torch.bfloat16), 8) == "flyops_topk_group<bf16>"
     assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"

@@ -343,14 +343,14 @@ def check_short_rows(N, dtype, gen, kernel, ks, special_ks):
 def test_group_kernel_every_shape(dtype):
     """Each group shape at its edges and every list length."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(5, 0)  # fp32 rows this few go to the warp kernel
     for N in (1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64):
         check_short_rows(N, dtype, gen, "group", sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)}),
                          sorted({1, min(N, 8)}))
-    torch.ops.flyops._topk_force(5, 0)  # the longer per-thread runs (E = 16, 32), forced
+    # the longer per-thread runs (E = 16, 32)
     for N in (65, 100, 128, 129, 200, 255, 256):
         check_short_rows(N, dtype, gen, "group", (1, 2, 3, 5, 8), (8,))
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
-    torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
     assert_same_as_stock(randn((9, 64), dtype)[:, :60], 5)  # rows 64 apart, 60 long
     assert_same_as_stock(randn((3, 5, 7, 64), dtype), 6)  # leading dims fold into rows
@@ -358,8 +358,9 @@ def test_group_kernel_every_shape(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_warp_kernel_threshold_pass(dtype):
-    """k >= 3 on rows of 65-512: the lane-maxima threshold, its compaction, and the fallback
-    to rounds when more than 64 elements pass (ties, all-equal rows, NaNs when smallest)."""
+    """k >= 3 on rows of 65-512: the threshold (lane groups' maxima for k <= 8, lane maxima
+    past 8), its compaction and ranks, and the fallback to rounds when more than 64 elements
+    pass (ties, all-equal rows, NaNs when smallest, the best elements all in a few lanes)."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     torch.ops.flyops._topk_force(1, 0)  # the group kernel takes many of these rows
     for N in (65, 100, 128, 200, 256, 512):
@@ -367,6 +368,16 @@ def test_warp_kernel_threshold_pass(dtype):
     ramp = torch.arange(256, device="cuda", dtype=torch.float32).to(dtype).repeat(4, 1)
     assert_same_as_stock(ramp, 8)  # every lane maximum in the last register
     assert_same_as_stock(ramp.flip(-1), 8, largest=False)
+    # The row's best elements in lanes 0-3 only (one lane group): the other groups' maxima
+    # set a low threshold; with 512 elements more than 64 pass (the rounds), with 96 and
+    # 128 fewer.
+    for N in (96, 128, 512):
+        x = randn((5, N), dtype)
+        lanes = torch.arange(N, device="cuda") % 32 < 4
+        x[:, lanes] = x[:, lanes].abs() + 8
+        for k in (3, 6, 8):
+            assert_same_as_stock(x, k)
+            assert_same_as_stock(-x, k, largest=False)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
