@@ -42,19 +42,20 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
 }
 
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the
-// routing shapes (rows 1, 4096, 16384, 65536 x N 64-256 x k 1-8, fp32 and bf16;
+// routing shapes (rows 1, 4096, 16384, 65536 x N 8-256 x k 1-8, fp32 and bf16;
 // docs/perf-notes.md, TopK v10 and v24). 16-bit rows sort 32-bit composites: the group
 // kernel took 0.38-0.9x of the warp kernel's time from 4096 rows on, 0.85-0.9x at one row.
-// fp32 rows sort 64-bit ones. Against the warp kernel's lane-group threshold (v24), from
-// 4096 rows on: k <= 2 the group kernel wins (0.67-0.93x); k = 3-4 it wins up to N = 128
-// (0.83-1.03x) and loses at 256 (1.0-1.1x); k = 6-8 it wins only at N = 64 on 4096 rows
-// (0.94x), else loses (1.04-1.35x). At one row the two measured within 5%, the warp kernel
-// mostly ahead.
+// fp32 rows sort 64-bit ones. Up to 64 elements the group kernel wins or ties (a warp per
+// row of 8 took 3x its time at 65536 rows). Past 64, against the warp kernel's lane-group
+// threshold (v24), from 4096 rows on: k <= 2 the group kernel wins (0.67-0.93x); k = 3-4
+// it wins at N = 128 (0.83-1.03x) and loses at 256 (1.0-1.1x); k = 6-8 it loses
+// (1.04-1.35x). Below 4096 rows the warp kernel measured as fast or faster (one row of
+// 128: 0.87-1.0x of the group kernel's time).
 inline bool prefer_group(const TopkParams& p) {
   if (p.n > kGroupMaxN || p.k > kGroupMaxK) return false;
-  if (p.dtype != DType::kFloat32) return true;
+  if (p.dtype != DType::kFloat32 || p.n <= 64) return true;
   if (p.rows < 4096) return false;
-  return p.k <= 2 || (p.k <= 4 && p.n <= 128) || (p.n <= 64 && p.rows < 16384);
+  return p.k <= 2 || (p.k <= 4 && p.n <= 128);
 }
 
 }  // namespace flyops::topk

@@ -236,8 +236,11 @@ TEST(TopkDelegates, MatchTheKeysBf16) { check_delegates_against_keys<topk::Bf16K
 
 TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 8)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_warp<fp32>");  // lane-group threshold
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 64, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 8, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 6)), "flyops_topk_warp<fp32>");  // lane-group threshold
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 8, 1)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 128, 4)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 4)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 8, 6)), "flyops_topk_group<bf16>");

@@ -343,14 +343,14 @@ def check_short_rows(N, dtype, gen, kernel, ks, special_ks):
 def test_group_kernel_every_shape(dtype):
     """Each group shape at its edges and every list length."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    torch.ops.flyops._topk_force(5, 0)  # fp32 rows this few go to the warp kernel
     for N in (1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64):
         check_short_rows(N, dtype, gen, "group", sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)}),
                          sorted({1, min(N, 8)}))
-    # the longer per-thread runs (E = 16, 32)
+    torch.ops.flyops._topk_force(5, 0)  # the longer per-thread runs (E = 16, 32), forced
     for N in (65, 100, 128, 129, 200, 255, 256):
         check_short_rows(N, dtype, gen, "group", (1, 2, 3, 5, 8), (8,))
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
+    torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
     assert_same_as_stock(randn((9, 64), dtype)[:, :60], 5)  # rows 64 apart, 60 long
     assert_same_as_stock(randn((3, 5, 7, 64), dtype), 6)  # leading dims fold into rows
