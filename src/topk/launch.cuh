@@ -71,10 +71,11 @@ struct Launcher {
 
   static Status group(const TopkParams& p) {
     if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
-    const GroupShape s = group_shape(p.n);
+    const GroupShape s = group_shape(p.n, p.rows);
     if (s.g == 1) return group_ge<1, 8>(p);
     if (s.g == 2) return group_ge<2, 8>(p);
     if (s.g == 4) return group_ge<4, 8>(p);
+    if (s.g == 16) return s.e == 8 ? group_ge<16, 8>(p) : group_ge<16, 16>(p);
     if (s.e == 8) return group_ge<8, 8>(p);
     if (s.e == 16) return group_ge<8, 16>(p);
     return group_ge<8, 32>(p);

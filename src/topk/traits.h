@@ -22,15 +22,20 @@ inline constexpr int kGroupMaxN = 256;
 inline constexpr int kGroupMaxK = 8;
 
 // Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each up to
-// 64, then longer runs per thread (a local sort is cheaper than a shuffle merge).
+// 64, then longer runs per thread (a local sort is cheaper than a shuffle merge). Up to
+// kGroupWideRows rows the GPU is far from full at eight threads a row and a thread's run
+// is its row's latency, so 65-256 elements take sixteen threads: 1.03-1.22x faster from one
+// row to 1024 on the H200, but at 4096 rows k = 6-8 0.86-0.97x (perf-notes, TopK v25).
+inline constexpr int64_t kGroupWideRows = 1024;
 struct GroupShape {
   int g = 0, e = 0;
 };
-FLYOPS_HD GroupShape group_shape(int64_t n) {
+FLYOPS_HD GroupShape group_shape(int64_t n, int64_t rows) {
   if (n <= 8) return {1, 8};
   if (n <= 16) return {2, 8};
   if (n <= 32) return {4, 8};
   if (n <= 64) return {8, 8};
+  if (rows <= kGroupWideRows) return {16, n <= 128 ? 8 : 16};
   if (n <= 128) return {8, 16};
   return {8, 32};
 }

@@ -392,12 +392,14 @@ TEST(TopkRoute, PlansFit) {
 // The group kernel's shape covers every row it takes, with whole groups in a warp and whole
 // sorting chunks per thread.
 TEST(TopkGroup, ShapeCoversTheRow) {
-  for (int64_t n = 1; n <= topk::kGroupMaxN; ++n) {
-    const topk::GroupShape s = topk::group_shape(n);
-    EXPECT_GE(int64_t{s.g} * s.e, n);
-    EXPECT_TRUE(s.g >= 1 && s.g <= 32 && (s.g & (s.g - 1)) == 0);
-    EXPECT_EQ(s.e % topk::kGroupMaxK, 0);
-    EXPECT_EQ(topk::kGroupThreads % s.g, 0);
+  for (int64_t rows : {int64_t{1}, topk::kGroupWideRows, topk::kGroupWideRows + 1}) {
+    for (int64_t n = 1; n <= topk::kGroupMaxN; ++n) {
+      const topk::GroupShape s = topk::group_shape(n, rows);
+      EXPECT_GE(int64_t{s.g} * s.e, n);
+      EXPECT_TRUE(s.g >= 1 && s.g <= 32 && (s.g & (s.g - 1)) == 0);
+      EXPECT_EQ(s.e % topk::kGroupMaxK, 0);
+      EXPECT_EQ(topk::kGroupThreads % s.g, 0);
+    }
   }
   for (int64_t k = 1; k <= topk::kGroupMaxK; ++k) {
     const int l = topk::group_list(k);

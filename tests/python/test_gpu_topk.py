@@ -346,9 +346,14 @@ def test_group_kernel_every_shape(dtype):
     for N in (1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64):
         check_short_rows(N, dtype, gen, "group", sorted({min(N, k) for k in (1, 2, 3, 4, 5, 8)}),
                          sorted({1, min(N, 8)}))
-    torch.ops.flyops._topk_force(5, 0)  # the longer per-thread runs (E = 16, 32), forced
-    for N in (65, 100, 128, 129, 200, 255, 256):
+    torch.ops.flyops._topk_force(5, 0)  # 65-256 elements, forced
+    for N in (65, 100, 128, 129, 200, 255, 256):  # few rows: sixteen threads a row
         check_short_rows(N, dtype, gen, "group", (1, 2, 3, 5, 8), (8,))
+    for N in (100, 129, 256):  # past kGroupWideRows: eight threads, runs of 16 and 32
+        x = randn((1025, N), dtype)
+        for k in (1, 3, 8):
+            assert_same_as_stock(x, k)
+            assert_same_as_stock(x, k, largest=False, sorted=False)
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
     torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
