@@ -15,6 +15,14 @@ inline constexpr int kWarpRowsPerCta = kWarpThreads / 32;
 inline constexpr int kWarpMaxN = 512;  // 16 keys per lane: more would spill
 inline constexpr int kWarpMaxK = 32;
 
+// The least power of two >= v (host and device; int or int64_t).
+template <typename T>
+FLYOPS_HD T pow2_ceil(T v) {
+  T p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
 // ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
 // Which of it and the warp kernel takes a row is measured: tuned_table.h.
 inline constexpr int kGroupThreads = 128;
@@ -120,8 +128,7 @@ struct FinishSmem {
 };
 FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
   auto up16 = [](int b) { return (b + 15) & ~15; };
-  int p = 1;
-  while (p < k) p <<= 1;
+  const int p = pow2_ceil(k);
   FinishSmem s;
   s.keys = 0;
   s.sort_key = elems > kFinishMaxE ? up16(elems * (kFinishThreads + 1) * 4) : 0;
@@ -161,12 +168,6 @@ FLYOPS_HD ClusterSmem cluster_smem(int slice, int elem_bytes, int cand_cap, int 
   s.stage_pos = s.stage_key + stage_cap * 4;
   s.total = up16(s.stage_pos + stage_cap * 4);
   return s;
-}
-
-inline int64_t pow2_ceil(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
 }
 
 // How a row of n elements spreads over a cluster of `cluster` CTAs.

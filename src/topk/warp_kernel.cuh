@@ -117,13 +117,7 @@ __global__ void __launch_bounds__(flyops::topk::kWarpThreads) flyops_topk_warp(f
     const int mine = __popc(pass);
     const int total = static_cast<int>(__reduce_add_sync(0xffffffffu, static_cast<uint32_t>(mine)));
     if (total <= kCandPerLane * tile::kWarpSize) {
-      int before = mine;  // inclusive prefix over lanes, then made exclusive
-#pragma unroll
-      for (int off = 1; off < tile::kWarpSize; off <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, before, off);
-        if (lane >= off) before += v;
-      }
-      before -= mine;
+      int before = static_cast<int>(tile::warp_prefix_sum(static_cast<uint32_t>(mine))) - mine;  // exclusive
       uint64_t* buf = cand[tile::warp_id()];
 #pragma unroll
       for (int j = 0; j < kE; ++j) {
