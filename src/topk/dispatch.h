@@ -68,8 +68,10 @@ inline TopkParams candidate_params(const TopkParams& p, int group) {
   return q;
 }
 
-// The finish kernel's workspace: the maxima only.
-inline int64_t finish_workspace_bytes(const TopkParams& p, int group) { return p.rows * (p.n / group) * 4; }
+// The group maxima, 32-bit keys, lead both delegate workspaces; the finish kernel's has
+// nothing else.
+inline int64_t maxima_bytes(const TopkParams& p, int group) { return p.rows * (p.n / group) * 4; }
+inline int64_t finish_workspace_bytes(const TopkParams& p, int group) { return maxima_bytes(p, group); }
 
 // The delegates' workspace, in order: maxima, their selection's values, indices (the
 // chosen groups) and own workspace, then the candidates. Offsets in bytes, 16-byte aligned.
@@ -78,9 +80,9 @@ struct DelegateLayout {
 };
 inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t sel_workspace_bytes) {
   auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
-  const int64_t m = p.rows * (p.n / group), c = p.rows * p.k * group;
+  const int64_t c = p.rows * p.k * group;
   DelegateLayout l;
-  l.sel_values = up16(m * 4);
+  l.sel_values = up16(maxima_bytes(p, group));
   l.sel_indices = l.sel_values + up16(p.rows * p.k * 4);
   l.sel_workspace = l.sel_indices + up16(p.rows * p.k * 8);
   l.cand = l.sel_workspace + up16(sel_workspace_bytes);

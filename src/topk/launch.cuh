@@ -20,6 +20,8 @@ namespace flyops::topk {
 inline Status launch_status() {
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
+// The status of a launch made through cudaLaunchKernelEx (cluster or dependent launches).
+inline Status launched(cudaError_t e) { return e == cudaSuccess ? launch_status() : Status::kCudaError; }
 
 template <typename Keys>
 struct Launcher {
@@ -110,9 +112,8 @@ struct Launcher {
     a.cand_cap = g.cand_cap;
     a.sort_cap = g.sort_cap;
     a.stage_cap = g.stage_cap;
-    const cudaError_t e = tile::launch_cluster(&flyops_topk_cluster<Keys>, dim3(unsigned(a.rows * cluster)),
-                                               dim3(kClusterThreads), g.smem, stream, cluster, a);
-    return e == cudaSuccess ? launch_status() : Status::kCudaError;
+    return launched(tile::launch_cluster(&flyops_topk_cluster<Keys>, dim3(unsigned(a.rows * cluster)),
+                                         dim3(kClusterThreads), g.smem, stream, cluster, a));
   }
 
   static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0) {
@@ -174,9 +175,8 @@ struct Launcher {
     a.slice = ((p.n + cluster - 1) / cluster + 7) / 8 * 8;
     if (!prepare(p.device)) return Status::kUnsupported;
     auto go = [&](auto kernel) {
-      const cudaError_t e = tile::launch_cluster(kernel, dim3(unsigned(p.rows * cluster)), dim3(kArgmaxThreads), 0,
-                                                 p.stream, cluster, a);
-      return e == cudaSuccess ? launch_status() : Status::kCudaError;
+      return launched(tile::launch_cluster(kernel, dim3(unsigned(p.rows * cluster)), dim3(kArgmaxThreads), 0,
+                                           p.stream, cluster, a));
     };
     if constexpr (sizeof(Raw) == 2) {  // selects where a thread streams many vectors (argmax_kernel.cuh)
       if (a.slice / (16 / sizeof(Raw)) >= int64_t{kArgmaxSelectVecs} * kArgmaxThreads)
@@ -206,8 +206,7 @@ struct Launcher {
     // were packed two to an SM beside the stream's last blocks and ran 13-22% slower at 64
     // rows (docs/perf-notes.md, TopK v23).
     auto go = [&](auto kernel) {
-      const cudaError_t e = tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), smem, p.stream, f);
-      return e == cudaSuccess ? launch_status() : Status::kCudaError;
+      return launched(tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), smem, p.stream, f));
     };
     if (plan.finish > kFinishMaxE) {
       if (!prepare(p.device)) return Status::kUnsupported;
@@ -225,14 +224,12 @@ struct Launcher {
   static Status delegates(const TopkParams& p, const TopkPlan& plan) {
     constexpr int kVec = 16 / sizeof(Raw);
     const int group = plan.group;
-    TopkParams m = maxima_params(p, group);
-    const int64_t m_ws = selection_workspace_bytes(m, plan.maxima);
-    const DelegateLayout l = delegate_layout(p, group, m_ws);
     char* ws = static_cast<char*>(p.workspace);
+    uint32_t* maxima = reinterpret_cast<uint32_t*>(ws);  // they lead both layouts (dispatch.h)
 
     const int gv = group / kVec;  // both powers of two
     const int gl = __builtin_ctz(static_cast<unsigned>(gv));
-    DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, reinterpret_cast<uint32_t*>(ws + l.maxima)};
+    DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, maxima};
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
     const unsigned grid = static_cast<unsigned>(p.rows * d.blocks_per_row);
@@ -247,9 +244,13 @@ struct Launcher {
     else
       flyops_topk_maxima<Keys, 1><<<grid, kDelegateThreads, 0, p.stream>>>(d);
     if (Status s = launch_status(); s != Status::kSuccess) return s;
-    if (plan.finish != 0) return finish(p, plan, reinterpret_cast<const uint32_t*>(ws + l.maxima));
+    if (plan.finish != 0) return finish(p, plan, maxima);
 
-    m.x = ws + l.maxima;
+    // Two radix selections: the layout of their workspace only now.
+    TopkParams m = maxima_params(p, group);
+    const int64_t m_ws = selection_workspace_bytes(m, plan.maxima);
+    const DelegateLayout l = delegate_layout(p, group, m_ws);
+    m.x = maxima;
     m.values = ws + l.sel_values;
     m.indices = reinterpret_cast<int64_t*>(ws + l.sel_indices);
     m.workspace = ws + l.sel_workspace;
