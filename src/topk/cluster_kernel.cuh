@@ -23,6 +23,7 @@
 #include "block_sort.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
+#include "flyops/tile/mbarrier.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
 #include "trace.cuh"
@@ -84,10 +85,11 @@ struct Control {
   uint32_t ncand;     // candidates found on the first scan (may exceed cand_cap)
   uint32_t sel[4];    // rank 0: the selected bin, its elements still needed, how it ends
                       // (Ends), how many elements it holds
-  uint32_t bcast[4];  // the selection, copied from rank 0
+  uint32_t bcast[4];  // the selection, stored here by rank 0
   uint32_t nstage;    // output elements staged in this CTA (may exceed stage_cap)
   uint64_t load_bar;  // the slice's bulk copy completes here
-  uint32_t flush[4];  // staged gt / eq counts, then their slot bases in rank 0
+  uint64_t sel_bar;   // rank 0 arrives here once a round, after storing bcast
+  uint32_t flush[4];  // staged gt / eq counts (then local cursors), their slot bases in rank 0
   uint32_t warp_sum[kClusterThreads / 32];
 };
 
@@ -178,7 +180,11 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     hist[i] = 0;
     red[i] = 0;
   }
-  if (tid == 0) ctl.gt = ctl.eq = ctl.ncand = ctl.nstage = 0;
+  if (tid == 0) {
+    ctl.gt = ctl.eq = ctl.ncand = ctl.nstage = 0;
+    ctl.flush[0] = ctl.flush[1] = 0;
+    tile::mbarrier_init(&ctl.sel_bar, 1);
+  }
   __syncthreads();
   // Rank 0's counters and reduction bins are zero before any peer touches them: the wait
   // sits just before the first remote access, so the load below overlaps the barrier.
@@ -302,7 +308,14 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     if (ballot == 0) return;
     const int leader = __ffs(ballot) - 1;
     uint32_t base = 0;
-    if (lane == leader) base = atomicAdd(&ctl.nstage, __popc(ballot));
+    if (lane == leader) {
+      const uint32_t n = __popc(ballot), cap = static_cast<uint32_t>(a.stage_cap);
+      base = atomicAdd(&ctl.nstage, n);
+      // Counted per kind as they are staged (slots base.. are contiguous): the flush then
+      // claims its rank-0 slots without a pass over the staging.
+      const uint32_t kept = base >= cap ? 0u : min(n, cap - base);
+      if (kept != 0) atomicAdd(&ctl.flush[is_eq ? 1 : 0], kept);
+    }
     const uint32_t slot = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
     const bool staged = slot < static_cast<uint32_t>(a.stage_cap);
     if (pred && staged) {
@@ -325,6 +338,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   uint32_t need = static_cast<uint32_t>(k);
   bool first_scan = true;
   bool waited = false;
+  uint32_t round = 0;  // the selection barrier's phase
   for (;;) {
     // Publish this CTA's histogram into rank 0's, which selects the bin.
     const int nb = 1 << width;
@@ -342,16 +356,21 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     }
     detail::cluster_or_cta_sync(csize);
     mark();
+    // Rank 0 selects, clears its bins for the next round, then stores the selection into
+    // every CTA and arrives on its barrier: one release/acquire hand-off instead of a second
+    // cluster barrier and a remote load (a peer's next histogram lands only after it).
     if (rank == 0) {
       detail::select_bin<kThreads>(red, nb, need, ctl);
       __syncthreads();
       for (int b = tid; b < nb; b += kThreads) red[b] = 0;
+      __syncthreads();
+      if (tid < static_cast<int>(csize)) {
+        for (int j = 0; j < 4; ++j) tile::peer_store_u32(tile::peer_addr(&ctl.bcast[j], tid), ctl.sel[j]);
+        tile::mbarrier_arrive_cluster(&ctl.sel_bar, tid);
+      }
     }
-    detail::cluster_or_cta_sync(csize);
-    if (tid == 0) {
-      for (int j = 0; j < 4; ++j) ctl.bcast[j] = tile::peer_load_u32(tile::peer_addr(&ctl.sel[j], 0));
-    }
-    __syncthreads();
+    tile::mbarrier_wait_cluster(&ctl.sel_bar, round & 1u);
+    ++round;
     mark();
     const uint32_t bin = ctl.bcast[0];
     const uint32_t nneed = ctl.bcast[1];
@@ -474,16 +493,12 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   // ---- flush the staged elements: one slot claim per CTA for each kind -------------------
   __syncthreads();
   const int staged = static_cast<int>(min(ctl.nstage, static_cast<uint32_t>(a.stage_cap)));
-  if (tid < 2) ctl.flush[tid] = 0;
-  __syncthreads();
-  uint32_t my_gt = 0, my_eq = 0;
-  for (int j = tid; j < staged; j += kThreads) (stage_pos[j] >> 31 ? my_eq : my_gt) += 1;
-  if (my_gt) atomicAdd(&ctl.flush[0], my_gt);
-  if (my_eq) atomicAdd(&ctl.flush[1], my_eq);
-  __syncthreads();
   if (tid == 0) {
-    ctl.flush[2] = ctl.flush[0] ? tile::peer_atomic_add(gt_addr, ctl.flush[0]) : 0;
-    ctl.flush[3] = ctl.flush[1] ? tile::peer_atomic_add(eq_addr, ctl.flush[1]) : 0;
+    // Both claims in flight at once: neither result is stored before the other is issued.
+    const uint32_t gt_base = ctl.flush[0] ? tile::peer_atomic_add(gt_addr, ctl.flush[0]) : 0;
+    const uint32_t eq_base = ctl.flush[1] ? tile::peer_atomic_add(eq_addr, ctl.flush[1]) : 0;
+    ctl.flush[2] = gt_base;
+    ctl.flush[3] = eq_base;
     ctl.flush[0] = ctl.flush[1] = 0;  // reused as local cursors
   }
   __syncthreads();
@@ -515,6 +530,24 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   };
 
   // ---- rank 0: the best final_need of a small final bin, after the greater elements -------
+  // Every bin element sits below every greater one, so when sorted each part is ranked
+  // within itself, in one pass straight to the output (no second pass over all k).
+  const int gtn = static_cast<int>(final_eq_base);  // the greater elements: sort_key[0, gtn)
+  if (small_bin != 0 && a.sorted && k <= kRankSortMax) {
+    for (int i = tid; i < gtn + static_cast<int>(small_bin); i += kThreads) {
+      if (i < gtn) {
+        const uint64_t c = sort_key[i];
+        write_final(rank_desc(sort_key, gtn, c), static_cast<uint32_t>(c), sort_val[i]);
+      } else {
+        const uint64_t c = bin_key[i - gtn];
+        const uint32_t r = rank_desc(bin_key, static_cast<int>(small_bin), c);
+        if (r < final_need) write_final(final_eq_base + r, static_cast<uint32_t>(c), bin_val[i - gtn]);
+      }
+    }
+    mark();
+    dump();
+    return;
+  }
   if (small_bin != 0) {
     for (int i = tid; i < static_cast<int>(small_bin); i += kThreads) {
       const uint64_t c = bin_key[i];

@@ -36,6 +36,18 @@ FLYOPS_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// The same wait with cluster-scope acquire: what a peer CTA released with its arrival
+// (mbarrier_arrive_cluster) is visible after it.
+FLYOPS_DEVICE void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // A plain arrival (consumers freeing a slot).
 FLYOPS_DEVICE void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
