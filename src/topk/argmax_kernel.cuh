@@ -1,7 +1,8 @@
 // k == 1 on long rows: a streaming arg-max, no shared-memory copy of the row. Each CTA
 // reduces its slice to the largest composite (order key : ~position), so ties (NaN ones
-// included) go to the lowest position as in stock; rank 0 of the cluster combines the
-// CTAs' composites over DSMEM and writes the element's own bits (re-read, for NaNs).
+// included) go to the lowest position as in stock; each CTA stores its composite into rank
+// 0 over DSMEM, and rank 0 combines them and writes the element's bits (from its key;
+// re-read for NaNs, whose key is shared).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,7 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
   // keys are computed between its loads, so they need more of them to stay memory-bound.
   constexpr int kUnroll = sizeof(Raw) == 2 ? 8 : 4;
   __shared__ uint64_t warp_best[kThreads / 32];
-  __shared__ uint64_t cta_best;
+  __shared__ uint64_t cta_best[kMaxCluster];  // rank 0: each CTA's best, stored there by that CTA
 
   const int tid = threadIdx.x;
   const uint32_t csize = tile::cluster_size();
@@ -53,6 +54,9 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
   const Raw* xrow = static_cast<const Raw*>(a.x) + row * a.row_stride;
   const Raw* xr = xrow + lo;
   const uint32_t pos0 = static_cast<uint32_t>(lo);
+  // Every CTA of the cluster has started before any stores into rank 0 (waited on below,
+  // after the stream, so the barrier costs nothing on the way).
+  tile::cluster_arrive();
 
   uint64_t best = 0;
   auto take = [&](uint32_t raw, int i) {
@@ -129,22 +133,24 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
   best = tile::warp_max_u64(best);
   if ((tid & 31) == 0) warp_best[tid >> 5] = best;
   __syncthreads();
+  tile::cluster_wait();
   if (tid == 0) {
     uint64_t b = 0;
+#pragma unroll
     for (int w = 0; w < kThreads / 32; ++w) b = warp_best[w] > b ? warp_best[w] : b;
-    cta_best = b;
+    tile::peer_store_u64(tile::peer_addr(&cta_best[rank], 0), b);
   }
+  // Every CTA's best has landed in rank 0, which reads only its own shared memory from here
+  // on: no remote loads one after another, and the peers may leave at once.
   tile::cluster_sync();
-  if (rank == 0 && tid == 0) {
-    uint64_t b = 0;
-    for (uint32_t r = 0; r < csize; ++r) {
-      const uint64_t v = tile::peer_load_u64(tile::peer_addr(&cta_best, r));
-      b = v > b ? v : b;
+  if (rank == 0 && tid < 32) {
+    const uint64_t b = tile::warp_max_u64(tid < static_cast<int>(csize) ? cta_best[tid] : 0);
+    if (tid == 0) {
+      const uint32_t key = static_cast<uint32_t>(b >> 32);
+      const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(b);
+      static_cast<Raw*>(a.values)[row] = element_bits<Keys>(key, a.largest, xrow, pos);  // NaNs read back
+      a.indices[row] = pos;
     }
-    const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(b);
-    static_cast<Raw*>(a.values)[row] = xrow[pos];
-    a.indices[row] = pos;
   }
-  tile::cluster_sync();  // peers keep their shared memory until rank 0 has read it
 }
 #endif

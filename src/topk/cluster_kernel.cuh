@@ -114,8 +114,7 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
   const uint32_t incl = tile::warp_suffix_sum(own);
   if (lane == 0) ctl.warp_sum[warp] = incl;
   __syncthreads();
-  uint32_t above = incl - own;
-  for (int w = warp + 1; w < kThreads / 32; ++w) above += ctl.warp_sum[w];
+  uint32_t above = incl - own + tile::sum_warps_after<kThreads / 32>(ctl.warp_sum, warp);
   if (first < nb && above < need && need <= above + own) {
     for (int b = first + per - 1; b >= first; --b) {
       const uint32_t c = red[b];

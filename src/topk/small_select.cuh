@@ -188,8 +188,7 @@ FLYOPS_DEVICE uint32_t small_place(const Run& run, const SmallCut& cut, SmallSel
   const uint32_t incl = tile::warp_prefix_sum(packed);
   if (lane == 31) s.warp_c[warp] = incl;
   __syncthreads();
-  uint32_t before = incl - packed;
-  for (int w = 0; w < warp; ++w) before += s.warp_c[w];
+  const uint32_t before = incl - packed + tile::sum_warps_before<kThreads / 32>(s.warp_c, warp);
   eq_base = before >> 16;
   const uint32_t gt_base = before & 0xffffu;
   return gt_base + (cut.whole ? eq_base : min(eq_base, cut.need));

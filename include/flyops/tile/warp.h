@@ -38,6 +38,23 @@ FLYOPS_DEVICE uint32_t warp_prefix_sum(uint32_t v) {
   return v;
 }
 
+// Sum of the per-warp totals of the warps before (after) `warp`, of kWarps: a fixed-bound
+// loop, so the shared-memory loads issue together instead of one after another.
+template <int kWarps>
+FLYOPS_DEVICE uint32_t sum_warps_before(const uint32_t* per_warp, int warp) {
+  uint32_t s = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) s += w < warp ? per_warp[w] : 0u;
+  return s;
+}
+template <int kWarps>
+FLYOPS_DEVICE uint32_t sum_warps_after(const uint32_t* per_warp, int warp) {
+  uint32_t s = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) s += w > warp ? per_warp[w] : 0u;
+  return s;
+}
+
 // Bits of the lanes below this one: popc(ballot & lanemask_lt) ranks a lane among voters.
 FLYOPS_DEVICE uint32_t lanemask_lt() {
   uint32_t m;
