@@ -18,6 +18,7 @@
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/launch.h"
 #include "flyops/tile/layout.h"
+#include "flyops/tile/mbarrier.h"
 #include "flyops/tile/pipeline.h"
 #include "flyops/tile/tma.h"
 #include "flyops/tile/vec.h"
@@ -542,6 +543,91 @@ void test_warp_scans() {
   cudaFree(dp);
 }
 
+// ---- sum_warps_before / sum_warps_after: totals of the other warps of a 16-warp CTA -------
+__global__ void warp_totals_kernel(const uint32_t* totals, uint32_t* before, uint32_t* after) {
+  __shared__ uint32_t per_warp[16];
+  const int t = threadIdx.x;
+  if (t < 16) per_warp[t] = totals[t];
+  __syncthreads();
+  before[t] = sum_warps_before<16>(per_warp, t >> 5);
+  after[t] = sum_warps_after<16>(per_warp, t >> 5);
+}
+
+void test_warp_totals() {
+  constexpr int kN = 512;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint32_t> totals(16), before(kN), after(kN), got_b(kN), got_a(kN);
+  for (auto& v : totals) v = rng() % 100000;
+  for (int t = 0; t < kN; ++t) {
+    before[t] = after[t] = 0;
+    for (int w = 0; w < 16; ++w) {
+      if (w < t / 32) before[t] += totals[w];
+      if (w > t / 32) after[t] += totals[w];
+    }
+  }
+  uint32_t *dt, *db, *da;
+  CHECK_CUDA(cudaMalloc(&dt, 16 * 4));
+  CHECK_CUDA(cudaMalloc(&db, kN * 4));
+  CHECK_CUDA(cudaMalloc(&da, kN * 4));
+  CHECK_CUDA(cudaMemcpy(dt, totals.data(), 16 * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(db, 0xff, kN * 4));
+  CHECK_CUDA(cudaMemset(da, 0xff, kN * 4));
+  warp_totals_kernel<<<1, kN>>>(dt, db, da);
+  CHECK_CUDA(cudaMemcpy(got_b.data(), db, kN * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(got_a.data(), da, kN * 4, cudaMemcpyDeviceToHost));
+  report("sum_warps_before / sum_warps_after", got_b == before && got_a == after);
+  cudaFree(dt);
+  cudaFree(db);
+  cudaFree(da);
+}
+
+// ---- a cluster hand-off: rank 0 stores into each CTA and arrives on its mbarrier; each
+// CTA waits with cluster-scope acquire and must see the store, over several phases ----------
+constexpr int kHandoffRounds = 5;
+__global__ void handoff_kernel(const uint32_t* values, uint32_t* seen) {
+  __shared__ uint64_t bar;
+  __shared__ uint32_t word;
+  const uint32_t rank = cluster_rank(), csize = cluster_size();
+  if (threadIdx.x == 0) {
+    word = 0xffffffffu;
+    mbarrier_init(&bar, 1);
+  }
+  __syncthreads();
+  cluster_sync();  // every CTA's barrier is initialised before rank 0 arrives on it
+  for (int r = 0; r < kHandoffRounds; ++r) {
+    if (rank == 0 && threadIdx.x < csize) {
+      peer_store_u32(peer_addr(&word, threadIdx.x), values[r * csize + threadIdx.x]);
+      mbarrier_arrive_cluster(&bar, threadIdx.x);
+    }
+    mbarrier_wait_cluster(&bar, r & 1);
+    seen[(r * csize + rank) * blockDim.x + threadIdx.x] = word;
+    cluster_sync();  // all have read this round's word before rank 0 stores the next one
+  }
+}
+
+void test_cluster_handoff() {
+  constexpr int kCtas = 4, kThreads = 64;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint32_t> values(kHandoffRounds * kCtas), expect(kHandoffRounds * kCtas * kThreads),
+      got(expect.size());
+  for (auto& v : values) v = rng();
+  for (int r = 0; r < kHandoffRounds; ++r)
+    for (int c = 0; c < kCtas; ++c)
+      for (int t = 0; t < kThreads; ++t) expect[(r * kCtas + c) * kThreads + t] = values[r * kCtas + c];
+  uint32_t *dv, *ds;
+  CHECK_CUDA(cudaMalloc(&dv, values.size() * 4));
+  CHECK_CUDA(cudaMalloc(&ds, got.size() * 4));
+  CHECK_CUDA(cudaMemcpy(dv, values.data(), values.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(ds, 0, got.size() * 4));
+  CHECK_CUDA(launch_cluster(&handoff_kernel, dim3(kCtas), dim3(kThreads), 0, nullptr, kCtas,
+                            static_cast<const uint32_t*>(dv), ds));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaMemcpy(got.data(), ds, got.size() * 4, cudaMemcpyDeviceToHost));
+  report("cluster hand-off: peer stores + mbarrier", got == expect);
+  cudaFree(dv);
+  cudaFree(ds);
+}
+
 int main() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -552,6 +638,8 @@ int main() {
   test_tma_map_cache();
   test_load_now();
   test_warp_scans();
+  test_warp_totals();
+  test_cluster_handoff();
   test_dependent_launch();
   test_tma_load(false);
   test_tma_load(true);

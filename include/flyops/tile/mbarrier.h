@@ -36,16 +36,22 @@ FLYOPS_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// The same wait with cluster-scope acquire: what a peer CTA released with its arrival
-// (mbarrier_arrive_cluster) is visible after it.
-FLYOPS_DEVICE void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
+// One test of the phase with this parity, acquiring at cluster scope: once it has
+// completed, what a peer CTA released with its arrival (mbarrier_arrive_cluster) is visible.
+FLYOPS_DEVICE bool mbarrier_try_wait_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
   asm volatile(
-      "{\n\t.reg .pred done;\n"
-      "WAIT_%=:\n\t"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAIT_%=;\n}" ::"r"(smem_addr(bar)),
-      "r"(parity)
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(smem_addr(bar)), "r"(parity)
       : "memory");
+  return done != 0;
+}
+FLYOPS_DEVICE void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
+  while (!mbarrier_try_wait_cluster(bar, parity)) {
+  }
 }
 
 // A plain arrival (consumers freeing a slot).
