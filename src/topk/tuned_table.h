@@ -49,12 +49,14 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
 // row of 8 took 3x its time at 65536 rows). Past 64, against the warp kernel's lane-group
 // threshold (v24), from 4096 rows on: k <= 2 the group kernel wins (0.67-0.93x); k = 3-4
 // it wins at N = 128 (0.83-1.03x) and loses at 256 (1.0-1.1x); k = 6-8 it loses
-// (1.04-1.35x). Below 4096 rows the warp kernel measured as fast or faster (one row of
-// 128: 0.87-1.0x of the group kernel's time).
+// (1.04-1.35x). Below 4096 rows, where the group kernel runs sixteen threads a row (v25),
+// both forced (session run 3 of 2026-11-30, rows 1, 64, 1024): rows of 65-128 at k >= 3
+// the group kernel 0.89-0.99x of the warp kernel's time (k = 2: 1.03-1.05x); rows of
+// 129-256 at k = 2 0.96-0.98x (k = 4-8: 1.0-1.08x; k = 1 not measured, stays).
 inline bool prefer_group(const TopkParams& p) {
   if (p.n > kGroupMaxN || p.k > kGroupMaxK) return false;
   if (p.dtype != DType::kFloat32 || p.n <= 64) return true;
-  if (p.rows < 4096) return false;
+  if (p.rows < 4096) return p.n <= 128 ? p.k >= 3 : p.k == 2;
   return p.k <= 2 || (p.k <= 4 && p.n <= 128);
 }
 

@@ -239,7 +239,10 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 8, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 6)), "flyops_topk_warp<fp32>");  // lane-group threshold
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128, 8)), "flyops_topk_group<fp32>");  // few rows: 16 a row
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128, 2)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 2)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 8)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 8, 1)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 128, 4)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 4)), "flyops_topk_warp<fp32>");
