@@ -9,20 +9,27 @@
 
 namespace flyops::tile {
 
-inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
-                                         cudaLaunchAttribute* attr, int cluster) {
+// A launch of grid x block with smem_bytes of dynamic shared memory on stream, carrying the
+// one attribute *attr (which must outlive the launch).
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
+                                        cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
+                                         cudaLaunchAttribute* attr, int cluster) {
   attr->id = cudaLaunchAttributeClusterDimension;
   attr->val.clusterDim.x = static_cast<unsigned>(cluster);
   attr->val.clusterDim.y = 1;
   attr->val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cfg;
+  return launch_config(grid, block, smem_bytes, stream, attr);
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` CTAs along x.
@@ -46,13 +53,7 @@ cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, in
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem_bytes, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
