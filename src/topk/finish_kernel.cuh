@@ -84,7 +84,9 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
     const int first = tid * per;
     run.cnt = max(0, min(per, m - first));
     const uint32_t* src = a.maxima + row * m;
-    KeyRange range;
+    // Maxima of 16-bit rows are 16-bit keys widened to 32 bits: their low half never varies
+    // but through NaN's (keys.h, widen_key32), so their digits stop above it.
+    std::conditional_t<Keys::kBits == 16, KeyBits, KeyRange> range;
     if constexpr (kShared) {  // coalesced, each key to its owner's run
 #pragma unroll 8
       for (int i = tid; i < m; i += kThreads) {

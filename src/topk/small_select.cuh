@@ -6,7 +6,10 @@
 // size (TopK v18):
 //
 //   range   the block's least and greatest key (each thread's share gathered by the caller's
-//           fill, KeyRange): digits start at their highest differing bit;
+//           fill, KeyRange): digits start at their highest differing bit; with KeyBits also
+//           the bits that vary at all, and the digits stop at the lowest of them (16-bit
+//           keys widened to 32 bits, the delegates' maxima of 16-bit rows: two rounds, not
+//           four);
 //   digits  8 bits per round: a 256-bin histogram (non-returning shared atomics) of the keys
 //           still in range, one warp finds the bin of the need-th best; two barriers a round;
 //   place   one block scan of (in the final bin, above it) counts gives each taken element its
@@ -75,18 +78,35 @@ struct SmallSelectSmem {
   uint32_t hist[2][256];  // this round's histogram and the next one's, zeroed meanwhile
   uint32_t warp_a[kThreads / 32];  // least and greatest keys per warp (small_cut)
   uint32_t warp_b[kThreads / 32];
+  uint32_t warp_d[kThreads / 32];  // AND and OR of the keys per warp
+  uint32_t warp_e[kThreads / 32];
   uint32_t warp_c[kThreads / 32];  // counts per warp (small_place): small_cut may return
-                                   // with no barrier after reading warp_a and warp_b
+                                   // with no barrier after reading warp_a, b, d and e
   uint32_t pick[3];  // the bin, elements in the bins above it, elements in it
 };
 
 // The least and greatest of the keys a thread has seen: any split of all the keys among the
 // threads gives the block's range (the fills gather it, which saves a pass).
 struct KeyRange {
+  static constexpr bool kBits = false;
   uint32_t mn = 0xffffffffu, mx = 0;
   FLYOPS_DEVICE void add(uint32_t key) {
     mn = min(mn, key);
     mx = max(mx, key);
+  }
+};
+
+// A KeyRange that also keeps the AND and OR of the keys (bits set in the OR but not in the
+// AND vary), for keys whose low bits may never vary: two instructions more per key, so only
+// where that is likely.
+struct KeyBits {
+  static constexpr bool kBits = true;
+  uint32_t mn = 0xffffffffu, mx = 0, all = 0xffffffffu, any = 0;
+  FLYOPS_DEVICE void add(uint32_t key) {
+    mn = min(mn, key);
+    mx = max(mx, key);
+    all &= key;
+    any |= key;
   }
 };
 
@@ -104,16 +124,25 @@ FLYOPS_DEVICE uint32_t low_mask(int bits) { return bits >= 32 ? 0xffffffffu : (1
 // The cut for the k best of all threads' keys (RegKeys or SmemKeys; k <= their total).
 // `part`: this thread's share of the keys' range. Every thread of the CTA calls it; `trace`
 // marks each digit round (trace.cuh).
-template <int kThreads, typename Run>
-FLYOPS_DEVICE SmallCut small_cut(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+template <int kThreads, typename Run, typename Range>
+FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSelectSmem<kThreads>& s,
                                  PhaseTrace* trace = nullptr) {
   constexpr int kWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   uint32_t mn = __reduce_min_sync(0xffffffffu, part.mn);
   uint32_t mx = __reduce_max_sync(0xffffffffu, part.mx);
+  uint32_t all = 0, any = 0;  // without KeyBits: as if every bit varied
+  if constexpr (Range::kBits) {
+    all = __reduce_and_sync(0xffffffffu, part.all);
+    any = __reduce_or_sync(0xffffffffu, part.any);
+  }
   if (lane == 0) {
     s.warp_a[warp] = mn;
     s.warp_b[warp] = mx;
+    if constexpr (Range::kBits) {
+      s.warp_d[warp] = all;
+      s.warp_e[warp] = any;
+    }
   }
   for (int b = tid; b < 512; b += kThreads) (&s.hist[0][0])[b] = 0;
   __syncthreads();
@@ -123,15 +152,27 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, KeyRange part, uint32_t k, Smal
   for (int w = 0; w < kWarps; ++w) {
     mn = min(mn, s.warp_a[w]);
     mx = max(mx, s.warp_b[w]);
+    if constexpr (Range::kBits) {
+      all &= s.warp_d[w];
+      any |= s.warp_e[w];
+    }
   }
   uint32_t need = k;
   if (mn == mx) return {mn, mx, need, false};
+  // Every key has `all`'s bits below `low`, so the last digit ends there. A caller's raised
+  // least key (finish_kernel.cuh) may differ from the greatest only below it: then every
+  // key in range is the greatest.
+  int low = 0;
+  if constexpr (Range::kBits) {
+    low = __ffs(any & ~all) - 1;
+    if (((mn ^ mx) >> low) == 0) return {mx, mx, need, false};
+  }
   // Keys in range agree above `top`; the bin's range is lo .. lo | low_mask(top + 1).
   int top = 31 - __clz(mn ^ mx);
   uint32_t lo = mn & ~detail::low_mask(top + 1);
   int buf = 0;
   for (;;) {
-    const int w = top + 1 < 8 ? top + 1 : 8;
+    const int w = top + 1 - low < 8 ? top + 1 - low : 8;
     const int sh = top + 1 - w;
     const int above = top + 1;  // keys in range agree with lo above this bit
     run.each([&](int, uint32_t key) {
@@ -166,7 +207,10 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, KeyRange part, uint32_t k, Smal
     need -= s.pick[1];
     lo |= s.pick[0] << sh;
     if (s.pick[2] == need) return {lo, lo | detail::low_mask(sh), need, true};
-    if (sh == 0) return {lo, lo, need, false};
+    if (sh == low) {  // one key value left: the bin's, with the bits every key shares below it
+      lo |= all & detail::low_mask(sh);
+      return {lo, lo, need, false};
+    }
     top = sh - 1;
     buf ^= 1;
   }
@@ -205,8 +249,8 @@ FLYOPS_DEVICE bool small_taken(uint32_t key, const SmallCut& cut, uint32_t& e) {
 // The k best keys of the CTA: emit(j, key, slot) for each of this thread's taken keys,
 // slots 0..k-1 in position order; returns the cut (every taken key is >= its lo). Every
 // thread calls it.
-template <int kThreads, typename Run, typename Emit>
-FLYOPS_DEVICE SmallCut small_select(const Run& run, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+template <int kThreads, typename Run, typename Range, typename Emit>
+FLYOPS_DEVICE SmallCut small_select(const Run& run, Range part, uint32_t k, SmallSelectSmem<kThreads>& s,
                                     Emit&& emit, PhaseTrace* trace = nullptr) {
   const SmallCut cut = small_cut<kThreads>(run, part, k, s, trace);
   uint32_t e = 0;

@@ -257,6 +257,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 9)), "flyops_topk_warp<fp32>");  // k past the lists
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_cluster<fp32,c1>");  // row past both
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");

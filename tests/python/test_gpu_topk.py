@@ -226,18 +226,22 @@ def test_delegates(kind, dtype, vecs):
     assert_same_as_stock(strided, 50)
 
 
-@pytest.mark.parametrize("kind", SPECIAL + ["randn"])
+@pytest.mark.parametrize("kind", SPECIAL + ["randn", "coarse"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_finish(kind, dtype):
     """Both selections of delegates in the one-CTA finish kernel (keys in registers for
     small k, in shared memory for k > 256 or many keys): ties across groups and within the
-    final bin, NaNs of both signs (the lowest positions must win), signed zeros, both
-    directions, sorted or not (k = 1024 sorted by buckets, or by the bitonic sort when ties
-    crowd a bucket), one row or several, padded rows; the same calls with the two radix
-    selections instead (forced) stay right too."""
+    final bin, keys whose low bits never vary, NaNs of both signs (the lowest positions must
+    win), signed zeros, both directions, sorted or not (k = 1024 sorted by buckets, or by the
+    bitonic sort when ties crowd a bucket), one row or several, padded rows; the same calls
+    with the two radix selections instead (forced) stay right too."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    make = (lambda n: torch.randn(n, generator=gen).to(dtype)) if kind == "randn" else \
-        (lambda n: special_row(n, dtype, kind, gen))
+    if kind in ("randn", "coarse"):
+        # coarse: values of 7 significant bits in any dtype, so the keys' low bits never vary
+        # (the digit rounds stop above them) and ties are common
+        make = (lambda n: torch.randn(n, generator=gen).to(torch.bfloat16 if kind == "coarse" else dtype).to(dtype))
+    else:
+        make = lambda n: special_row(n, dtype, kind, gen)
     for n, ks in ((32000, (2, 101, 256, 1024)), (128256, (20, 50, 257)), (262144, (50, 1024))):
         rows = torch.stack([make(n) for _ in range(3)]).cuda()
         for force in (6, 8):
