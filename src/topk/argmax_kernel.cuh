@@ -30,9 +30,8 @@ struct ArgmaxArgs {
 
 #if defined(__CUDACC__)
 // Global namespace: profiler and ncu names start with flyops_.
-// kSelect: how a thread keeps its best vector (below).
-template <typename Keys, bool kSelect>
-__global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argmax(flyops::topk::ArgmaxArgs a) {
+template <typename Keys>
+__global__ void __launch_bounds__(flyops::topk::kArgmaxThreads, 2) flyops_topk_argmax(flyops::topk::ArgmaxArgs a) {
   using namespace flyops;
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
@@ -64,65 +63,50 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads) flyops_topk_argm
     best = c > best ? c : best;
   };
   if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
-    // Per vector only its greatest key is compared with the thread's best. A thread's
-    // vectors come in increasing position order, so a strict win keeps the lowest position
-    // on ties. The branch form locates a winning vector's element at once; with few
-    // vectors per thread some lane of a warp wins at nearly every step, and for 16-bit rows
-    // that divergence made the stream compute-bound. The select form (kSelect) keeps the
-    // winning vector itself and locates the element once, after the loop; for fp32 rows and
-    // single rows it measured slower (ptxas spreads a step's loads between its selects).
+    // Per vector only its greatest key is compared with the thread's best, by selects that
+    // keep the winning vector itself; its element is located once, after the loop (a branch
+    // that located it at once diverged: with few vectors per thread some lane of a warp wins
+    // at nearly every step). A thread's vectors come in increasing position order, so a
+    // strict win keeps the lowest position on ties.
     const int nv = cnt / kVec;
     const uint4* src = reinterpret_cast<const uint4*>(xr);
-    uint32_t vkey = 0, vpos = 0xffffffffu;  // no element yet
-    if constexpr (kSelect) {
-      int vbest = -1;
-      uint4 vraw = make_uint4(0, 0, 0, 0);
-      for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
-        uint4 buf[kUnroll];
+    uint32_t vkey = 0;
+    int vbest = -1;
+    uint4 vraw = make_uint4(0, 0, 0, 0);
+    auto pick = [&](const uint4& q, int v) {
+      const uint32_t m = max_order_key<Keys>(q, a.largest);
+      const bool win = m > vkey || vbest < 0;
+      vkey = win ? m : vkey;
+      vbest = win ? v : vbest;
+      vraw = win ? q : vraw;
+    };
+    // Each step's loads are all issued before its selects: whole steps load unconditionally,
+    // the last partial one under predicates. (With a bound test on every load, and ptxas
+    // aiming at four CTAs of 32 registers per SM, two of eight loads were in flight; the
+    // launch bound of two CTAs per SM leaves it the registers.)
+    int v0 = tid;
+    for (; v0 + (kUnroll - 1) * kThreads < nv; v0 += kThreads * kUnroll) {
+      uint4 buf[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          buf[u] = v0 + u * kThreads < nv ? __ldcs(src + v0 + u * kThreads) : make_uint4(0, 0, 0, 0);
+      for (int u = 0; u < kUnroll; ++u) buf[u] = __ldcs(src + v0 + u * kThreads);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int v = v0 + u * kThreads;
-          const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
-          const bool win = v < nv && (m > vkey || vbest < 0);
-          vkey = win ? m : vkey;
-          vbest = win ? v : vbest;
-          vraw = win ? buf[u] : vraw;
-        }
-      }
-      if (vbest >= 0) {
-        int j = kVec - 1;
-#pragma unroll
-        for (int jj = kVec - 2; jj >= 0; --jj)
-          if (order_key<Keys>(vec_element<Raw>(vraw, jj), a.largest) == vkey) j = jj;
-        vpos = pos0 + static_cast<uint32_t>(vbest * kVec + j);
-      }
-    } else {
-      for (int v0 = tid; v0 < nv; v0 += kThreads * kUnroll) {
-        uint4 buf[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          if (v0 + u * kThreads < nv) buf[u] = __ldcs(src + v0 + u * kThreads);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int v = v0 + u * kThreads;
-          if (v >= nv) continue;
-          const uint32_t m = max_order_key<Keys>(buf[u], a.largest);
-          if (m > vkey || vpos == 0xffffffffu) {
-            const Raw* e = reinterpret_cast<const Raw*>(&buf[u]);
-            int j = kVec - 1;
-#pragma unroll
-            for (int jj = kVec - 2; jj >= 0; --jj)
-              if (order_key<Keys>(e[jj], a.largest) == m) j = jj;
-            vkey = m;
-            vpos = pos0 + static_cast<uint32_t>(v * kVec + j);
-          }
-        }
-      }
+      for (int u = 0; u < kUnroll; ++u) pick(buf[u], v0 + u * kThreads);
     }
-    if (vpos != 0xffffffffu) {
+    if (v0 < nv) {
+      uint4 buf[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (v0 + u * kThreads < nv) buf[u] = __ldcs(src + v0 + u * kThreads);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (v0 + u * kThreads < nv) pick(buf[u], v0 + u * kThreads);
+    }
+    if (vbest >= 0) {
+      int j = kVec - 1;
+#pragma unroll
+      for (int jj = kVec - 2; jj >= 0; --jj)
+        if (order_key<Keys>(vec_element<Raw>(vraw, jj), a.largest) == vkey) j = jj;
+      const uint32_t vpos = pos0 + static_cast<uint32_t>(vbest * kVec + j);
       const uint64_t c = (uint64_t{vkey} << 32) | (0xffffffffu - vpos);
       best = c > best ? c : best;
     }

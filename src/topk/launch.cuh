@@ -91,11 +91,8 @@ struct Launcher {
                                             kMaxDynSmem) == cudaSuccess;
              ok = ok && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
                             cudaSuccess;
-             ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys, false>,
+             ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys>,
                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
-             if constexpr (sizeof(Raw) == 2)
-               ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys, true>,
-                                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
              if constexpr (!Keys::kIdentity)  // maxima keys (AscKeys32) never take the finish kernel
                ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                finish_smem(kFinishSmemMaxE, kFinishSmemMaxK).total) == cudaSuccess;
@@ -174,15 +171,8 @@ struct Launcher {
     ArgmaxArgs a{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, p.values, p.indices};
     a.slice = ((p.n + cluster - 1) / cluster + 7) / 8 * 8;
     if (!prepare(p.device)) return Status::kUnsupported;
-    auto go = [&](auto kernel) {
-      return launched(tile::launch_cluster(kernel, dim3(unsigned(p.rows * cluster)), dim3(kArgmaxThreads), 0,
-                                           p.stream, cluster, a));
-    };
-    if constexpr (sizeof(Raw) == 2) {  // selects where a thread streams many vectors (argmax_kernel.cuh)
-      if (a.slice / (16 / sizeof(Raw)) >= int64_t{kArgmaxSelectVecs} * kArgmaxThreads)
-        return go(&flyops_topk_argmax<Keys, true>);
-    }
-    return go(&flyops_topk_argmax<Keys, false>);
+    return launched(tile::launch_cluster(&flyops_topk_argmax<Keys>, dim3(unsigned(p.rows * cluster)),
+                                         dim3(kArgmaxThreads), 0, p.stream, cluster, a));
   }
 
   // A radix selection: one cluster pass per row, or two stages.

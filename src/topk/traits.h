@@ -54,10 +54,6 @@ FLYOPS_HD int group_list(int64_t k) { return k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 
 // ---- arg-max kernel (k == 1 on long rows) -----------------------------------------------------
 inline constexpr int kArgmaxThreads = 512;
 inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
-// 16-bit rows keep a thread's best vector by selects from this many vectors per thread on
-// (fewer: a branch); 256 and 64 rows of 128k-262k measured 1.1-1.4x faster that way, one
-// row 0.91-0.95x (docs/perf-notes.md, TopK v24).
-inline constexpr int kArgmaxSelectVecs = 6;
 
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;
