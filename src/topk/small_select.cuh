@@ -99,12 +99,11 @@ struct KeyRange {
 // A KeyRange that also keeps the AND and OR of the keys (bits set in the OR but not in the
 // AND vary), for keys whose low bits may never vary: two instructions more per key, so only
 // where that is likely.
-struct KeyBits {
+struct KeyBits : KeyRange {
   static constexpr bool kBits = true;
-  uint32_t mn = 0xffffffffu, mx = 0, all = 0xffffffffu, any = 0;
+  uint32_t all = 0xffffffffu, any = 0;
   FLYOPS_DEVICE void add(uint32_t key) {
-    mn = min(mn, key);
-    mx = max(mx, key);
+    KeyRange::add(key);
     all &= key;
     any |= key;
   }
