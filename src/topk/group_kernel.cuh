@@ -101,54 +101,103 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   constexpr int kV = kVec ? 16 / int(sizeof(Raw)) : 1;  // elements per load
   static_assert(kE % kV == 0, "whole vectors");
 
-  // Rows past the end still take part in the shuffles (full-warp masks); they write nothing.
+  // Rows past the end still take part in the shuffles (full-warp masks) on row 0's
+  // elements; they write nothing.
   const int g = threadIdx.x % kG;
   const int64_t row = int64_t(blockIdx.x) * kRowsPerCta + threadIdx.x / kG;
   const bool valid = row < a.rows;
-  const int n = valid ? static_cast<int>(a.n) : 0;
+  const int n = static_cast<int>(a.n);
   const Raw* xr = static_cast<const Raw*>(a.x) + (valid ? row : 0) * a.row_stride;
 
   // Load j of each thread of a group covers adjacent elements (or vectors): element jj of
-  // a thread sits at position pos(jj). All loads are issued before the first key is made
-  // (left to itself, the compiler interleaves them with the sorts and a row's loads wait
-  // for each other); loads past the row read its start (every row has one; rows past the
-  // end read row 0).
-  auto pos = [&](int jj) { return ((jj / kV) * kG + g) * kV + jj % kV; };
-  Raw raw[kE];
+  // thread g sits at position off(jj) + g kV. All loads are issued before the first key
+  // is made (left to itself, the compiler interleaves them with the sorts and a row's
+  // loads wait for each other); loads past the row read its start.
+  constexpr auto off = [](int jj) { return (jj / kV) * kG * kV + jj % kV; };
+  const int base = g * kV;
+  constexpr int kWords = kE * int(sizeof(Raw)) / 4;
+  uint32_t word[kWords];
 #pragma unroll
   for (int j = 0; j < kE / kV; ++j) {
-    const int i = pos(j * kV);
+    const int i = off(j * kV) + base;
     if constexpr (kVec) {
       const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
-      const Raw* e = reinterpret_cast<const Raw*>(&w);
-#pragma unroll
-      for (int v = 0; v < kV; ++v) raw[j * kV + v] = e[v];
+      word[4 * j] = w.x, word[4 * j + 1] = w.y, word[4 * j + 2] = w.z, word[4 * j + 3] = w.w;
+    } else if constexpr (sizeof(Raw) == 4) {
+      word[j] = tile::load_now(xr + (i < n ? i : 0));
     } else {
-      raw[j] = tile::load_now(xr + (i < n ? i : 0));
+      const uint32_t e = tile::load_now(xr + (i < n ? i : 0));
+      word[j / 2] = j % 2 == 0 ? e : word[j / 2] | (e << 16);
     }
-  }
-  T v[kE];
-#pragma unroll
-  for (int jj = 0; jj < kE; ++jj) {
-    const int i = pos(jj);
-    const T live = T{0} - T{i < n};  // a mask, not a branch the loads could sink into
-    v[jj] = C::make(order_key<Keys>(raw[jj], a.largest), i) & live;
   }
 
+  // 16-bit composites are made in the thread's own frame (position off(jj), known at
+  // compile time, so one LOP3 or shift each); its kK best move to the row's frame after the
+  // local sort, by one subtraction each. fp32 composites carry their position in a word of
+  // their own, so they start in the row's frame. Elements past the row become 0 only where
+  // the row does not fill its group.
+  constexpr bool kLocalFrame = Keys::kBits == 16;
+  const uint32_t flip = a.largest ? 0u : 0xffffffffu;
+  const int lim = n - base;  // elements with off(jj) < lim are in the row
+  const bool full = n == kG * kE;
   T best[kK];
+  if constexpr (std::is_same_v<Keys, FloatKeys<32>> && kK == 1) {
+    // Arg-max: the best 32-bit key, then the lowest position holding it (a 64-bit max per
+    // element costs four instructions). Ascending keys, their max or min by direction, so
+    // the direction costs nothing per element; past the row, keys that never win.
+    const bool largest = a.largest;
+    const uint32_t never = largest ? 0u : 0xffffffffu;
+    uint32_t key[kE];
 #pragma unroll
-  for (int c = 0; c < kE / kK; ++c) {
-    T* chunk = v + c * kK;
-    bitonic_sort_desc<kK>(chunk);
-    if (c == 0) {
+    for (int jj = 0; jj < kE; ++jj) key[jj] = ascending_key_f32(word[jj]);
+    if (!full) {
 #pragma unroll
-      for (int i = 0; i < kK; ++i) best[i] = chunk[i];
-    } else {
-      T rev[kK];
-#pragma unroll
-      for (int i = 0; i < kK; ++i) rev[i] = chunk[kK - 1 - i];
-      fold_desc<kK>(best, rev);
+      for (int jj = 0; jj < kE; ++jj) key[jj] = off(jj) < lim ? key[jj] : never;
     }
+    uint32_t m = key[0];
+#pragma unroll
+    for (int jj = 1; jj < kE; ++jj) m = largest ? max(m, key[jj]) : min(m, key[jj]);
+    int p = off(kE - 1);
+#pragma unroll
+    for (int jj = kE - 2; jj >= 0; --jj) p = key[jj] == m ? off(jj) : p;
+    best[0] = lim > 0 ? C::make(m ^ flip, p + base) : T{0};
+  } else {
+    T v[kE];
+    if constexpr (Keys::kBits == 16) {
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        const uint32_t kp = ascending_key_pair<Keys>(word[w]) ^ flip;
+        v[2 * w] = (kp << 16) | (0xffffu - off(2 * w));
+        v[2 * w + 1] = (kp & 0xffff0000u) | (0xffffu - off(2 * w + 1));
+      }
+    } else {
+      static_assert(std::is_same_v<Keys, FloatKeys<32>>, "fp32 keys");
+#pragma unroll
+      for (int jj = 0; jj < kE; ++jj) v[jj] = C::make(ascending_key_f32(word[jj]) ^ flip, off(jj) + base);
+    }
+    if (!full) {
+#pragma unroll
+      for (int jj = 0; jj < kE; ++jj) v[jj] = off(jj) < lim ? v[jj] : T{0};
+    }
+#pragma unroll
+    for (int c = 0; c < kE / kK; ++c) {
+      T* chunk = v + c * kK;
+      bitonic_sort_desc<kK>(chunk);
+      if (c == 0) {
+#pragma unroll
+        for (int i = 0; i < kK; ++i) best[i] = chunk[i];
+      } else {
+        T rev[kK];
+#pragma unroll
+        for (int i = 0; i < kK; ++i) rev[i] = chunk[kK - 1 - i];
+        fold_desc<kK>(best, rev);
+      }
+    }
+  }
+  // To the row's frame: the same offset for the whole list keeps its order.
+  if constexpr (kLocalFrame) {
+#pragma unroll
+    for (int i = 0; i < kK; ++i) best[i] = best[i] != 0 ? best[i] - T(base) : T{0};
   }
 
 #pragma unroll

@@ -59,6 +59,14 @@ FLYOPS_HD uint32_t ascending_key(uint32_t b) {
   }
 }
 
+// ascending_key for fp32 without branches or selects on the sign: its mask comes from an
+// arithmetic shift (the per-element form of the short-row kernels).
+FLYOPS_HD uint32_t ascending_key_f32(uint32_t b) {
+  const uint32_t neg = static_cast<uint32_t>(static_cast<int32_t>(b) >> 31);
+  const uint32_t k = b ^ (neg | 0x80000000u);
+  return FloatKeys<32>::is_nan(b) ? 0xffffffffu : k;
+}
+
 // An ascending key as 32 bits with NaN still on top (AscKeys32's elements): a 16-bit key
 // goes to the top half, so that the radix select's first digit sees its sign and exponent.
 template <typename Keys>
@@ -67,16 +75,33 @@ FLYOPS_HD uint32_t widen_key32(uint32_t k) {
   else return k == Keys::kMask ? 0xffffffffu : k << 16;
 }
 
+#if defined(__CUDA_ARCH__)
+// 0xffff in each half of w whose bit 15 is set.
+FLYOPS_DEVICE uint32_t half_sign_mask(uint32_t w) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, 0, 0xbb99;" : "=r"(d) : "r"(w));
+  return d;
+}
+#endif
+
 // Two 16-bit ascending keys at once from a word of two elements (branch-free: the group
 // maxima are a stream whose 16-bit elements would otherwise cost more than their load).
 template <typename Keys>
 FLYOPS_HD uint32_t ascending_key_pair(uint32_t w) {
   static_assert(Keys::kBits == 16, "two 16-bit elements per word");
   constexpr uint32_t kLow = 0x00010001u;
-  const uint32_t neg = ((w >> 15) & kLow) * 0xffffu;  // 0xffff in each negative half
   // A half is NaN when its magnitude exceeds inf's, i.e. when adding 0x7fff - inf carries
   // into bit 15 (no carry leaves the half: both terms are below 0x8000).
-  const uint32_t nan = ((((w & 0x7fff7fffu) + (0x7fffu - Keys::kInf) * kLow) >> 15) & kLow) * 0xffffu;
+  const uint32_t nan_bits = (w & 0x7fff7fffu) + (0x7fffu - Keys::kInf) * kLow;
+#if defined(__CUDA_ARCH__)
+  // Bit 15 of each half spread over the half: one byte permute in its sign-replicating
+  // mode (selector nibbles 9 and b copy the sign of bytes 1 and 3).
+  const uint32_t neg = half_sign_mask(w);
+  const uint32_t nan = half_sign_mask(nan_bits);
+#else
+  const uint32_t neg = ((w >> 15) & kLow) * 0xffffu;  // 0xffff in each negative half
+  const uint32_t nan = ((nan_bits >> 15) & kLow) * 0xffffu;
+#endif
   return (w ^ (neg | 0x80008000u)) | nan;
 }
 

@@ -358,6 +358,12 @@ def test_group_kernel_every_shape(dtype):
         for k in (1, 3, 8):
             assert_same_as_stock(x, k)
             assert_same_as_stock(x, k, largest=False, sorted=False)
+        for kind in SPECIAL:  # special rows on those shapes (full and partial groups)
+            xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
+            xs = torch.cat([randn((1020, N), dtype), xs])
+            for k in (1, 8):
+                assert_same_as_stock(xs, k)
+                assert_same_as_stock(xs, k, largest=False)
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
     torch.ops.flyops._topk_force(-1, 0)
     assert_same_as_stock(randn((9, 61), dtype)[:, 1:], 8)  # misaligned rows: scalar loads
