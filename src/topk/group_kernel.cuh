@@ -1,5 +1,5 @@
 // Short rows with a small k (MoE routing: N <= 256, k <= 8): kG threads per row, kE
-// elements each in registers, no shared memory and no scratch. Every element becomes one
+// elements each in registers, no global scratch. Every element becomes one
 // composite integer, its order key above its complemented position, so composites are
 // unique and the larger one is the better element; NaNs, which share one key, then go to
 // the lowest positions as in stock. Each thread sorts chunks of kK composites with a
@@ -9,7 +9,13 @@
 // end with the same sorted list, so each writes its share of the k outputs.
 //
 // Cost per row is kG * (sorting and merging) instructions instead of the warp kernel's k
-// warp-wide rounds, and a warp holds 32 / kG rows at once.
+// warp-wide rounds, and a warp holds 32 / kG rows at once. Where the networks cost more
+// than what they sort (fp32's 64-bit composites; many long 16-bit rows), a threshold form
+// skips them: a key at most the row's k-th largest (from the maxima of half-runs), the few
+// elements at or above it ranked among themselves in shared memory (threshold_select).
+// Heavy ties leave it for the networks. Elements are made into keys two per word for
+// 16-bit dtypes, and composites in each thread's own frame (positions known at compile
+// time), so preparing an element costs a few instructions.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +35,7 @@ struct GroupArgs {
   int64_t row_stride;
   int k;      // <= min(n, kK)
   bool largest;
+  bool threshold;  // the threshold form where the kernel has one (kK >= 2, kG >= 8)
   void* values;  // [rows, k]
   int64_t* indices;
 };
@@ -84,6 +91,91 @@ FLYOPS_DEVICE void fold_desc(T* best, const T* other_reversed) {
   bitonic_merge_desc<kK>(best);
 }
 
+// The k-th largest (1 <= k <= kG kH) of the kG kH values a group holds, kH per thread
+// (thread g's value h is element g kH + h): a bitonic sort across the group, by xor
+// shuffles; every thread of the group gets the answer.
+template <int kG, int kH>
+FLYOPS_DEVICE uint32_t group_kth_largest(uint32_t (&m)[kH], int k, int g) {
+  constexpr int kN = kG * kH;
+#pragma unroll
+  for (int size = 2; size <= kN; size <<= 1) {
+#pragma unroll
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+#pragma unroll
+      for (int h = 0; h < kH; ++h) {
+        const int e = g * kH + h;
+        const bool desc = (e & size) == 0;
+        if (stride >= kH) {
+          const uint32_t o = __shfl_xor_sync(0xffffffffu, m[h], stride / kH);
+          m[h] = ((e & stride) == 0) == desc ? max(m[h], o) : min(m[h], o);
+        } else if ((h & stride) == 0) {
+          compare_swap(m[h], m[h + stride], desc);
+        }
+      }
+    }
+  }
+  uint32_t mine = 0;  // m[(k - 1) % kH] by masks: a select here became a stack array
+#pragma unroll
+  for (int h = 0; h < kH; ++h) mine |= m[h] & (0u - uint32_t((k - 1) % kH == h));
+  return __shfl_sync(0xffffffffu, mine, (k - 1) / kH, kG);
+}
+
+// The threshold form of the group kernel (k >= 2, eight threads a row or more; TopK v37).
+// The k-th largest key among the maxima of the group's kG x 2 half-runs (distinct
+// elements) is at most the row's k-th largest key, so every element of the answer is at or
+// above it; on random rows about k + 2 elements are. Those go to shared memory as
+// composites, and each one's rank among them is its output slot. Returns false, for the
+// whole CTA (every thread calls it), when some row of the CTA has more than
+// kGroupFilterCap candidates (heavy ties); the caller then runs the sorting networks.
+// ord[jj]: 16-bit composites in the thread's frame (key in the top half) or fp32 keys;
+// composite(jj): element jj's composite in the row's frame.
+template <typename Keys, int kG, int kE, typename Ord, typename MakeComposite, typename Live, typename ValueOf>
+FLYOPS_DEVICE bool threshold_select(const Ord& ord, MakeComposite&& composite, Live&& live, ValueOf&& value_of,
+                                    const GroupArgs& a, int g, int64_t row, bool valid) {
+  using C = Composite<Keys>;
+  using T = typename C::T;
+  using Raw = typename Keys::Raw;
+  constexpr bool k16 = Keys::kBits == 16;
+  constexpr int kHalf = kE / 2;
+  uint32_t pm[2] = {ord[0], ord[kHalf]};
+#pragma unroll
+  for (int jj = 1; jj < kHalf; ++jj) pm[0] = max(pm[0], ord[jj]), pm[1] = max(pm[1], ord[kHalf + jj]);
+  if constexpr (k16) pm[0] >>= 16, pm[1] >>= 16;
+  const uint32_t t = group_kth_largest<kG, 2>(pm, a.k, g);
+  const uint32_t tc = k16 ? t << 16 : t;
+  auto pass = [&](int jj) { return ord[jj] >= tc && live(jj); };
+  int mine = 0;
+#pragma unroll
+  for (int jj = 0; jj < kE; ++jj) mine += pass(jj);
+  int incl = mine;  // inclusive scan over the group
+#pragma unroll
+  for (int d = 1; d < kG; d <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, incl, d, kG);
+    incl += g >= d ? o : 0;
+  }
+  const int total = __shfl_sync(0xffffffffu, incl, kG - 1, kG);
+  if (__syncthreads_or(total > kGroupFilterCap)) return false;
+
+  __shared__ T cand[kGroupThreads / kG][kGroupFilterCap + 1];  // + 1: rows in distinct banks
+  T* buf = cand[threadIdx.x / kG];
+  int o = incl - mine;
+#pragma unroll
+  for (int jj = 0; jj < kE; ++jj)
+    if (pass(jj)) buf[o++] = composite(jj);
+  __syncwarp();
+  for (int c = g; c < total; c += kG) {
+    const T mc = buf[c];
+    int rank = 0;
+    for (int j = 0; j < total; ++j) rank += buf[j] > mc;
+    if (valid && rank < a.k) {
+      const uint32_t key = C::key(mc), p = C::pos(mc);
+      static_cast<Raw*>(a.values)[row * a.k + rank] = value_of(key, p);
+      a.indices[row * a.k + rank] = p;
+    }
+  }
+  return true;
+}
+
 }  // namespace flyops::topk
 
 // Global namespace: profiler and ncu names start with flyops_.
@@ -116,30 +208,55 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   constexpr auto off = [](int jj) { return (jj / kV) * kG * kV + jj % kV; };
   const int base = g * kV;
   constexpr int kWords = kE * int(sizeof(Raw)) / 4;
-  uint32_t word[kWords];
+  auto load_words = [&](uint32_t (&word)[kWords]) {
 #pragma unroll
-  for (int j = 0; j < kE / kV; ++j) {
-    const int i = off(j * kV) + base;
-    if constexpr (kVec) {
-      const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
-      word[4 * j] = w.x, word[4 * j + 1] = w.y, word[4 * j + 2] = w.z, word[4 * j + 3] = w.w;
-    } else if constexpr (sizeof(Raw) == 4) {
-      word[j] = tile::load_now(xr + (i < n ? i : 0));
-    } else {
-      const uint32_t e = tile::load_now(xr + (i < n ? i : 0));
-      word[j / 2] = j % 2 == 0 ? e : word[j / 2] | (e << 16);
+    for (int j = 0; j < kE / kV; ++j) {
+      const int i = off(j * kV) + base;
+      if constexpr (kVec) {
+        const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
+        word[4 * j] = w.x, word[4 * j + 1] = w.y, word[4 * j + 2] = w.z, word[4 * j + 3] = w.w;
+      } else if constexpr (sizeof(Raw) == 4) {
+        word[j] = tile::load_now(xr + (i < n ? i : 0));
+      } else {
+        const uint32_t e = tile::load_now(xr + (i < n ? i : 0));
+        word[j / 2] = j % 2 == 0 ? e : word[j / 2] | (e << 16);
+      }
     }
-  }
+  };
 
-  // 16-bit composites are made in the thread's own frame (position off(jj), known at
-  // compile time, so one LOP3 or shift each); its kK best move to the row's frame after the
-  // local sort, by one subtraction each. fp32 composites carry their position in a word of
-  // their own, so they start in the row's frame. Elements past the row become 0 only where
-  // the row does not fill its group.
+  // ord[jj], what the thresholds and networks compare. 16-bit rows: the composite, made in
+  // the thread's own frame (position off(jj), known at compile time: one LOP3 or shift
+  // each) and moved to the row's frame once selected, by one subtraction. fp32 rows: the
+  // 32-bit order key; their composites carry the position in a word of their own and are
+  // made in the row's frame when needed. Elements past the row are 0, and are masked
+  // (`live`) only where the row does not fill its group.
   constexpr bool kLocalFrame = Keys::kBits == 16;
   const uint32_t flip = a.largest ? 0u : 0xffffffffu;
   const int lim = n - base;  // elements with off(jj) < lim are in the row
   const bool full = n == kG * kE;
+  auto live = [&](int jj) { return full || off(jj) < lim; };
+  auto make_ord = [&](const uint32_t (&word)[kWords], uint32_t (&ord)[kE]) {
+    if constexpr (Keys::kBits == 16) {
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) {
+        const uint32_t kp = ascending_key_pair<Keys>(word[w]) ^ flip;
+        ord[2 * w] = (kp << 16) | (0xffffu - off(2 * w));
+        ord[2 * w + 1] = (kp & 0xffff0000u) | (0xffffu - off(2 * w + 1));
+      }
+    } else {
+      static_assert(std::is_same_v<Keys, FloatKeys<32>>, "fp32 keys");
+#pragma unroll
+      for (int jj = 0; jj < kE; ++jj) ord[jj] = ascending_key_f32(word[jj]) ^ flip;
+    }
+    if (!full) {
+#pragma unroll
+      for (int jj = 0; jj < kE; ++jj) ord[jj] = off(jj) < lim ? ord[jj] : 0u;
+    }
+  };
+  auto value_of = [&](uint32_t key, uint32_t p) -> Raw { return element_bits<Keys>(key, a.largest, xr, p); };
+
+  uint32_t word[kWords];
+  load_words(word);
   T best[kK];
   if constexpr (std::is_same_v<Keys, FloatKeys<32>> && kK == 1) {
     // Arg-max: the best 32-bit key, then the lowest position holding it (a 64-bit max per
@@ -162,23 +279,20 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
     for (int jj = kE - 2; jj >= 0; --jj) p = key[jj] == m ? off(jj) : p;
     best[0] = lim > 0 ? C::make(m ^ flip, p + base) : T{0};
   } else {
+    uint32_t ord[kE];
+    make_ord(word, ord);
+    // The element jj's composite in the row's frame.
+    auto composite = [&](int jj) -> T {
+      if constexpr (kLocalFrame) return ord[jj] - uint32_t(base);
+      else return C::make(ord[jj], off(jj) + base);
+    };
+    if constexpr (kK >= 2 && kG >= 8) {
+      if (a.threshold && threshold_select<Keys, kG, kE>(ord, composite, live, value_of, a, g, row, valid))
+        return;  // the whole CTA
+    }
     T v[kE];
-    if constexpr (Keys::kBits == 16) {
 #pragma unroll
-      for (int w = 0; w < kWords; ++w) {
-        const uint32_t kp = ascending_key_pair<Keys>(word[w]) ^ flip;
-        v[2 * w] = (kp << 16) | (0xffffu - off(2 * w));
-        v[2 * w + 1] = (kp & 0xffff0000u) | (0xffffu - off(2 * w + 1));
-      }
-    } else {
-      static_assert(std::is_same_v<Keys, FloatKeys<32>>, "fp32 keys");
-#pragma unroll
-      for (int jj = 0; jj < kE; ++jj) v[jj] = C::make(ascending_key_f32(word[jj]) ^ flip, off(jj) + base);
-    }
-    if (!full) {
-#pragma unroll
-      for (int jj = 0; jj < kE; ++jj) v[jj] = off(jj) < lim ? v[jj] : T{0};
-    }
+    for (int jj = 0; jj < kE; ++jj) v[jj] = live(jj) ? (kLocalFrame ? T(ord[jj]) : composite(jj)) : T{0};
 #pragma unroll
     for (int c = 0; c < kE / kK; ++c) {
       T* chunk = v + c * kK;
@@ -213,7 +327,6 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   // single-element stores k apart, so they pass through shared memory: a CTA's rows are
   // consecutive, so its outputs form one block, written with adjacent threads on adjacent
   // elements.
-  auto value_of = [&](uint32_t key, uint32_t p) -> Raw { return element_bits<Keys>(key, a.largest, xr, p); };
   if constexpr (kG >= kK) {
     T mine = 0;  // best[g], chosen without a dynamic register index
 #pragma unroll

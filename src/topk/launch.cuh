@@ -13,6 +13,7 @@
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
 #include "group_kernel.cuh"
+#include "tuned_table.h"
 #include "warp_kernel.cuh"
 
 namespace flyops::topk {
@@ -47,7 +48,8 @@ struct Launcher {
 
   template <int kG, int kE, int kK>
   static Status group_gek(const TopkParams& p) {
-    GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, p.values, p.indices};
+    const bool threshold = prefer_group_threshold(p);
+    GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, threshold, p.values, p.indices};
     constexpr int kRowsPerCta = kGroupThreads / kG;
     const int64_t grid = (p.rows + kRowsPerCta - 1) / kRowsPerCta;
     // 16-byte loads when every row starts 16-byte aligned and holds whole vectors.

@@ -28,6 +28,8 @@ FLYOPS_HD T pow2_ceil(T v) {
 inline constexpr int kGroupThreads = 128;
 inline constexpr int kGroupMaxN = 256;
 inline constexpr int kGroupMaxK = 8;
+// Candidates per row at most for the threshold form (group_kernel.cuh), in shared memory.
+inline constexpr int kGroupFilterCap = 32;
 
 // Threads per row and elements per thread for a row of n <= kGroupMaxN: eight each up to
 // 64, then longer runs per thread (a local sort is cheaper than a shuffle merge). Up to

@@ -52,12 +52,29 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
 // (1.04-1.35x). Below 4096 rows, where the group kernel runs sixteen threads a row (v25),
 // both forced (session run 3 of 2026-11-30, rows 1, 64, 1024): rows of 65-128 at k >= 3
 // the group kernel 0.89-0.99x of the warp kernel's time (k = 2: 1.03-1.05x); rows of
-// 129-256 at k = 2 0.96-0.98x (k = 4-8: 1.0-1.08x; k = 1 not measured, stays).
+// 129-256 at k = 2 0.96-0.98x (k = 4-8: 1.0-1.08x; k = 1 not measured, stays). From 4096
+// rows the group kernel's threshold form (prefer_group_threshold, TopK v37) took fp32 rows
+// of 129-256 at k = 6-8 from the warp kernel: 4096 x 256 7.8-8.1 vs 8.5 us, 16384 x 256
+// 12.5-13.3 vs 17.3, 65536 x 256 29.8-31.6 vs 51.8, 65536 x 128 20.0-21.9 vs 35.3 (4096 x
+// 128 k = 8 6.98 vs 6.80, even).
 inline bool prefer_group(const TopkParams& p) {
   if (p.n > kGroupMaxN || p.k > kGroupMaxK) return false;
   if (p.dtype != DType::kFloat32 || p.n <= 64) return true;
   if (p.rows < 4096) return p.n <= 128 ? p.k >= 3 : p.k == 2;
-  return p.k <= 2 || (p.k <= 4 && p.n <= 128);
+  return true;
+}
+
+// The group kernel's threshold form (k >= 2 on rows of eight threads or more) instead of
+// its sorting networks. Source: both in one process (session run 4 of 2026-11-30, later;
+// docs/perf-notes.md, TopK v37), routing shapes 1-65536 rows: fp32, whose networks
+// compare 64-bit composites, 0.42-0.98x of the networks' time at k = 6-8 from 4096 rows
+// and 0.78-0.96x at k = 2 from 16384 (1.0-1.06x at 4096); 16-bit rows, whose networks
+// take one instruction per min or max, 0.68-0.94x only at 65536 rows of 128-256 and 16384
+// of 256, and 1.04-1.23x on shorter rows or fewer of them; single rows 1.02-1.18x.
+inline bool prefer_group_threshold(const TopkParams& p) {
+  if (p.k < 2 || p.rows < 4096) return false;
+  if (p.dtype == DType::kFloat32) return p.k >= 3 || p.rows >= 16384;
+  return p.n > 128 ? p.rows >= 16384 : p.n > 64 && p.rows >= 65536;
 }
 
 }  // namespace flyops::topk

@@ -17,6 +17,7 @@
 #include "topk/dispatch.h"
 #include "topk/keys.h"
 #include "topk/traits.h"
+#include "topk/tuned_table.h"
 
 using namespace flyops;
 
@@ -238,20 +239,30 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 8, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 64, 8)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 6)), "flyops_topk_warp<fp32>");  // lane-group threshold
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 6)), "flyops_topk_group<fp32>");  // threshold form
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128, 8)), "flyops_topk_group<fp32>");  // few rows: 16 a row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128, 2)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 2)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 8)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 8, 1)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 128, 4)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 4)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 4)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 8, 6)), "flyops_topk_group<bf16>");
   EXPECT_EQ(plan_name(params(DType::kFloat16, 1, 33, 8)), "flyops_topk_group<fp16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 128, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_group<bf16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 2)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 6)), "flyops_topk_warp<fp32>");  // 64-bit sorts lose
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 6)), "flyops_topk_group<fp32>");  // threshold form
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 6)), "flyops_topk_warp<fp32>");  // few rows: networks lose
+  // The group kernel's threshold form: fp32 from 4096 rows at k >= 3, 16-bit rows only long and many.
+  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kFloat32, 4096, 256, 6)));
+  EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat32, 4096, 256, 2)));
+  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kFloat32, 16384, 64, 2)));
+  EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat32, 65536, 64, 1)));
+  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kBFloat16, 16384, 256, 8)));
+  EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kBFloat16, 16384, 128, 8)));
+  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kBFloat16, 65536, 128, 2)));
+  EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat16, 65536, 64, 8)));
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 256, 1)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 257, 8)), "flyops_topk_warp<bf16>");  // row past the group
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 9)), "flyops_topk_warp<fp32>");  // k past the lists

@@ -353,14 +353,17 @@ def test_group_kernel_every_shape(dtype):
     torch.ops.flyops._topk_force(5, 0)  # 65-256 elements, forced
     for N in (65, 100, 128, 129, 200, 255, 256):  # few rows: sixteen threads a row
         check_short_rows(N, dtype, gen, "group", (1, 2, 3, 5, 8), (8,))
-    for N in (100, 129, 256):  # past kGroupWideRows: eight threads, runs of 16 and 32
-        x = randn((1025, N), dtype)
-        for k in (1, 3, 8):
+    # Past kGroupWideRows: eight threads, runs of 16 and 32; at 16385 rows the threshold form
+    # (fp32 from k = 2, 16-bit rows past 128), whose CTAs with special rows (ties) may fall
+    # back to the networks.
+    for rows, N in ((1025, 100), (1025, 256), (16385, 100), (16385, 129), (16385, 256)):
+        x = randn((rows, N), dtype)
+        for k in (1, 2, 3, 8):
             assert_same_as_stock(x, k)
             assert_same_as_stock(x, k, largest=False, sorted=False)
         for kind in SPECIAL:  # special rows on those shapes (full and partial groups)
             xs = torch.stack([special_row(N, dtype, kind, gen) for _ in range(5)]).cuda()
-            xs = torch.cat([randn((1020, N), dtype), xs])
+            xs = torch.cat([randn((rows - 5, N), dtype), xs])
             for k in (1, 8):
                 assert_same_as_stock(xs, k)
                 assert_same_as_stock(xs, k, largest=False)
