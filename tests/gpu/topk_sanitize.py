@@ -38,6 +38,13 @@ def main():
             for xx in (x, x.contiguous()):
                 cases += 1
                 failures += not check(xx, 8)
+        force(-1, 0)  # the group kernel's threshold form (many rows), and its fallback
+        for n in (200, 256):  # to the networks where a CTA holds a row of ties
+            x = torch.randn(16400, n + 1, device="cuda").to(dtype)[:, 1:]
+            x[7] = 1.5
+            for xx in (x, x.contiguous()):
+                cases += 1
+                failures += not check(xx, 8)
         force(1, 0)  # the warp kernel where the group kernel would take the call
         x = torch.randn(37, 201, device="cuda").to(dtype)[:, 1:]
         cases += 1
