@@ -249,9 +249,10 @@ def test_routing_decisions():
 def test_topk_routing_decisions():
     r = torch.ops.flyops._route_topk
     f32 = lambda *shape, **kw: torch.empty(*shape, **kw)  # noqa: E731
-    assert r(f32(16384, 128), 8) == "flyops_topk_warp<fp32>"
+    assert r(f32(16384, 128), 8) == "flyops_topk_group<fp32>"  # the group kernel's threshold form
     assert r(f32(16384, 128), 4) == "flyops_topk_group<fp32>"
-    assert r(f32(16384, 256), 8) == "flyops_topk_warp<fp32>"
+    assert r(f32(16384, 256), 8) == "flyops_topk_group<fp32>"
+    assert r(f32(1024, 256), 8) == "flyops_topk_warp<fp32>"  # fewer rows: the lane-group threshold
     assert r(f32(16384, 256, dtype=torch.bfloat16), 8) == "flyops_topk_group<bf16>"
     assert r(f32(64, 128), 8) == "flyops_topk_group<fp32>"  # few rows: sixteen threads a row
     assert r(f32(64, 128), 2) == "flyops_topk_warp<fp32>"
