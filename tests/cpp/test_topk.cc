@@ -211,6 +211,18 @@ TEST(TopkKeys, MatchTheReferenceFp32) { check_keys_against_reference<topk::Float
 TEST(TopkKeys, MatchTheReferenceFp16) { check_keys_against_reference<topk::Fp16Keys>(1); }
 TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16Keys>(2); }
 
+// The group kernel's branch-free fp32 key is the same key: every sign and exponent, with
+// edge and random mantissas (zeros, infinities, every NaN class).
+TEST(TopkKeys, BranchFreeFp32KeyIsTheKey) {
+  std::mt19937 g(7);
+  for (uint32_t top = 0; top < 512; ++top) {
+    for (uint32_t mant : {0u, 1u, 0x400000u, 0x7fffffu, uint32_t(g()) & 0x7fffffu, uint32_t(g()) & 0x7fffffu}) {
+      const uint32_t b = (top << 23) | mant;
+      ASSERT_EQ(topk::ascending_key_f32(b), topk::ascending_key<topk::FloatKeys<32>>(b)) << std::hex << b;
+    }
+  }
+}
+
 // The group maxima's branch-free 16-bit keys, two per word, agree with the scalar keys on
 // every bit pattern, and widening keeps their order with NaN on top.
 template <typename Keys>
