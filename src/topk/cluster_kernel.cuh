@@ -58,6 +58,7 @@ struct ClusterArgs {
   int cand_cap;  // candidate list entries per CTA
   int sort_cap;  // power of two >= k when sorted, else 0
   int stage_cap; // output elements staged per CTA before claiming slots
+  int data_bytes; // shared memory before the sort buffers (cluster_geometry)
 };
 
 #if defined(__CUDACC__)
@@ -164,7 +165,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const Raw* xr = static_cast<const Raw*>(a.x) + in_row * a.row_stride + seg0 + lo;
   const bool largest = a.largest;
 
-  const ClusterSmem L = cluster_smem(a.slice, sizeof(Raw), a.cand_cap, a.sort_cap, a.stage_cap);
+  const ClusterSmem L = cluster_smem(a.data_bytes, a.cand_cap, a.sort_cap, a.stage_cap);
   Raw* keys = reinterpret_cast<Raw*>(smem + L.data);
   uint32_t* hist = reinterpret_cast<uint32_t*>(smem + L.hist);
   uint32_t* red = reinterpret_cast<uint32_t*>(smem + L.red);

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr bool kShared = kE == 0;
   static_assert(kShared || (kE % kVec == 0 && kE <= kFinishMaxE), "whole 16-byte vectors per thread");
+  static_assert(kFinishSmemMaxE <= 32, "SmemKeys::each_taken keeps a thread's decisions in 32 bits");
   using Run = std::conditional_t<kShared, SmemKeys<kThreads>, RegKeys<kE>>;
   __shared__ SmallSelectSmem<kThreads> s;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
       vals_out[slot] = raw;
       idx_out[slot] = pos;
     }
-  });
+  }, &trace);
   if (!a.sorted) {
     mark();
     dump();

@@ -111,6 +111,7 @@ struct Launcher {
     a.cand_cap = g.cand_cap;
     a.sort_cap = g.sort_cap;
     a.stage_cap = g.stage_cap;
+    a.data_bytes = g.data_bytes;
     return launched(tile::launch_cluster(&flyops_topk_cluster<Keys>, dim3(unsigned(a.rows * cluster)),
                                          dim3(kClusterThreads), g.smem, stream, cluster, a));
   }

@@ -44,6 +44,13 @@ struct RegKeys {
     for (int j = 0; j < kE; ++j)
       if (j < cnt) f(j, v[j]);
   }
+  // f(j, key) for each key, in order, that taken(key) accepts.
+  template <typename Taken, typename F>
+  FLYOPS_DEVICE void each_taken(Taken&& taken, F&& f) const {
+    each([&](int j, uint32_t key) {
+      if (taken(key)) f(j, key);
+    });
+  }
 };
 
 // A thread's run of keys in shared memory, stored transposed (key j of thread t at
@@ -70,6 +77,18 @@ struct SmemKeys {
       for (int i = 0; i < 8; ++i) f(j + i, v[i]);
     }
     for (; j < cnt; ++j) f(j, base[at(0, j)]);
+  }
+  // f(j, key) for each key, in order, that taken(key) accepts. The decisions first, then f
+  // over the few taken keys: f inside the pass would run on nearly every step of a warp
+  // (some lane takes a key) with its loads in the chain, ~0.1 us a key at 16 keys a thread.
+  template <typename Taken, typename F>
+  FLYOPS_DEVICE void each_taken(Taken&& taken, F&& f) const {
+    uint32_t mask = 0;  // cnt <= 32 (kFinishSmemMaxE)
+    each([&](int j, uint32_t key) { mask |= taken(key) ? 1u << j : 0u; });
+    for (; mask != 0; mask &= mask - 1) {
+      const int j = __ffs(mask) - 1;
+      f(j, base[at(0, j)]);
+    }
   }
 };
 
@@ -158,24 +177,29 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSe
   }
   uint32_t need = k;
   if (mn == mx) return {mn, mx, need, false};
-  // Every key has `all`'s bits below `low`, so the last digit ends there. A caller's raised
-  // least key (finish_kernel.cuh) may differ from the greatest only below it: then every
-  // key in range is the greatest.
+  // Every key has `all`'s bits below `low`: the digits work on key >> low. A caller's
+  // raised least key (finish_kernel.cuh) may differ from the greatest only below it: then
+  // every key in range is the greatest.
   int low = 0;
   if constexpr (Range::kBits) {
     low = __ffs(any & ~all) - 1;
     if (((mn ^ mx) >> low) == 0) return {mx, mx, need, false};
   }
-  // Keys in range agree above `top`; the bin's range is lo .. lo | low_mask(top + 1).
-  int top = 31 - __clz(mn ^ mx);
-  uint32_t lo = mn & ~detail::low_mask(top + 1);
+  const uint32_t low_bits = all & detail::low_mask(low);
+  // Digits split the range [lo, hi] (keys >> low) evenly by offset from lo, not by bit
+  // prefix: the top of a row's candidates straddles an exponent step (1.85 .. 4.1), where
+  // prefix digits put nearly every key in two bins and the histogram's shared atomics
+  // serialise on them. Keys outside the range (below a raised least key, or outside the
+  // last bin) are skipped by one unsigned compare.
+  uint32_t lo = mn >> low, hi = mx >> low;
   int buf = 0;
   for (;;) {
-    const int w = top + 1 - low < 8 ? top + 1 - low : 8;
-    const int sh = top + 1 - w;
-    const int above = top + 1;  // keys in range agree with lo above this bit
+    const uint32_t span = hi - lo;
+    const int bits = 32 - __clz(span);
+    const int sh = bits > 8 ? bits - 8 : 0;
     run.each([&](int, uint32_t key) {
-      if (above == 32 || ((key ^ lo) >> above) == 0) atomicAdd(&s.hist[buf][(key >> sh) & 255u], 1u);
+      const uint32_t d = (key >> low) - lo;
+      if (d <= span) atomicAdd(&s.hist[buf][d >> sh], 1u);
     });
     for (int b = tid; b < 256; b += kThreads) s.hist[buf ^ 1][b] = 0;
     __syncthreads();
@@ -204,13 +228,11 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSe
     __syncthreads();
     if (trace != nullptr) trace->mark();
     need -= s.pick[1];
-    lo |= s.pick[0] << sh;
-    if (s.pick[2] == need) return {lo, lo | detail::low_mask(sh), need, true};
-    if (sh == low) {  // one key value left: the bin's, with the bits every key shares below it
-      lo |= all & detail::low_mask(sh);
-      return {lo, lo, need, false};
-    }
-    top = sh - 1;
+    const uint32_t off = s.pick[0] << sh;
+    lo += off;
+    hi = span - off <= detail::low_mask(sh) ? hi : lo + detail::low_mask(sh);
+    if (s.pick[2] == need) return {lo << low, (hi << low) | detail::low_mask(low), need, true};
+    if (lo == hi) return {(lo << low) | low_bits, (lo << low) | low_bits, need, false};
     buf ^= 1;
   }
 }
@@ -255,9 +277,8 @@ FLYOPS_DEVICE SmallCut small_select(const Run& run, Range part, uint32_t k, Smal
   uint32_t e = 0;
   uint32_t slot = small_place<kThreads>(run, cut, s, e);
   if (trace != nullptr) trace->mark();
-  run.each([&](int j, uint32_t key) {
-    if (small_taken(key, cut, e)) emit(j, key, slot++);
-  });
+  run.each_taken([&](uint32_t key) { return small_taken(key, cut, e); },
+                 [&](int j, uint32_t key) { emit(j, key, slot++); });
   return cut;
 }
 
