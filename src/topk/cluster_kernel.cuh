@@ -83,7 +83,7 @@ FLYOPS_DEVICE int digit_width(int h) {
 struct Control {
   uint32_t gt;        // rank 0: output slots handed to elements above the threshold
   uint32_t eq;        // rank 0: slots handed to elements equal to it
-  uint32_t ncand;     // candidates found on the first scan (may exceed cand_cap)
+  uint32_t cand_over;  // some warp found more candidates than its share of cand_cap
   uint32_t sel[4];    // rank 0: the selected bin, its elements still needed, how it ends
                       // (Ends), how many elements it holds
   uint32_t bcast[4];  // the selection, stored here by rank 0
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     red[i] = 0;
   }
   if (tid == 0) {
-    ctl.gt = ctl.eq = ctl.ncand = ctl.nstage = 0;
+    ctl.gt = ctl.eq = ctl.nstage = ctl.cand_over = 0;
     ctl.flush[0] = ctl.flush[1] = 0;
     tile::mbarrier_init(&ctl.sel_bar, 1);
   }
@@ -337,6 +337,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   int width = kDigitBits;
   uint32_t need = static_cast<uint32_t>(k);
   bool first_scan = true;
+  // The first scan's candidates: each warp keeps its own in a share of the list, counted in
+  // a register (the same value in every lane). A count per CTA took a returning shared
+  // atomic on one address per warp step with a hit, and the warps queued on it.
+  const int cand_share = a.cand_cap / (kThreads / 32);
+  uint32_t* const wcand_key = cand_key + warp * cand_share;
+  uint32_t* const wcand_pos = cand_pos + warp * cand_share;
+  uint32_t wcand = 0;
   bool waited = false;
   uint32_t round = 0;  // the selection barrier's phase
   for (;;) {
@@ -391,7 +398,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
       small_bin = any_will_do ? 0 : ctl.bcast[3];
     }
-    const bool from_list = !first_scan && ctl.ncand <= static_cast<uint32_t>(a.cand_cap);
+    const bool from_list = !first_scan && ctl.cand_over == 0;
 
     // Act on one element that may matter: above the new prefix, emit; equal, emit (when
     // done) or keep as a candidate and count its next digit. All lanes call it.
@@ -403,27 +410,24 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       }
       if (first_scan) {
         const uint32_t ballot = __ballot_sync(0xffffffffu, eq);
-        uint32_t base = 0;
-        if (ballot != 0) {
-          const int leader = __ffs(ballot) - 1;
-          if (lane == leader) base = atomicAdd(&ctl.ncand, __popc(ballot));
-          base = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
-        }
-        if (eq && base < static_cast<uint32_t>(a.cand_cap)) {
-          cand_key[base] = key;
-          cand_pos[base] = static_cast<uint32_t>(i);
+        const uint32_t slot = wcand + __popc(ballot & tile::lanemask_lt());
+        wcand += __popc(ballot);
+        if (eq && slot < static_cast<uint32_t>(cand_share)) {
+          wcand_key[slot] = key;
+          wcand_pos[slot] = static_cast<uint32_t>(i);
         }
       }
       if (eq) atomicAdd(&hist[static_cast<uint32_t>(detail::shr(c, nh - nwidth)) & ((1u << nwidth) - 1u)], 1u);
     };
 
-    // The first scan's candidates, one per lane per step. All lanes call visit.
+    // This warp's candidates from the first scan, one per lane per step. All lanes call
+    // visit.
     auto scan_list = [&](auto&& visit) {
-      const int total = static_cast<int>(ctl.ncand);
-      for (int b0 = warp * 32; b0 < total; b0 += kThreads) {
-        const int j = b0 + lane;
+      const int total = static_cast<int>(wcand);
+      for (int j0 = 0; j0 < total; j0 += 32) {
+        const int j = j0 + lane;
         const bool valid = j < total;
-        visit(valid, valid ? cand_key[j] : 0u, valid ? static_cast<int>(cand_pos[j]) : 0);
+        visit(valid, valid ? wcand_key[j] : 0u, valid ? static_cast<int>(wcand_pos[j]) : 0);
       }
     };
 
@@ -495,7 +499,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     }
     mark();
     if (done) break;
-    __syncthreads();  // histogram and candidate count complete
+    if (first_scan && lane == 0 && wcand > static_cast<uint32_t>(cand_share)) ctl.cand_over = 1;
+    __syncthreads();  // histogram and candidate lists complete
     prefix = nprefix;
     h = nh;
     width = nwidth;
