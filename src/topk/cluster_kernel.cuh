@@ -344,6 +344,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   uint32_t* const wcand_key = cand_key + warp * cand_share;
   uint32_t* const wcand_pos = cand_pos + warp * cand_share;
   uint32_t wcand = 0;
+  bool lists_ok = false;  // every warp's list held its candidates (read after round one)
   bool waited = false;
   uint32_t round = 0;  // the selection barrier's phase
   for (;;) {
@@ -398,7 +399,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
       small_bin = any_will_do ? 0 : ctl.bcast[3];
     }
-    const bool from_list = !first_scan && ctl.cand_over == 0;
+    const bool from_list = lists_ok;
 
     // Act on one element that may matter: above the new prefix, emit; equal, emit (when
     // done) or keep as a candidate and count its next digit. All lanes call it.
@@ -501,6 +502,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     if (done) break;
     if (first_scan && lane == 0 && wcand > static_cast<uint32_t>(cand_share)) ctl.cand_over = 1;
     __syncthreads();  // histogram and candidate lists complete
+    if (first_scan) lists_ok = ctl.cand_over == 0;
     prefix = nprefix;
     h = nh;
     width = nwidth;
