@@ -298,6 +298,31 @@ def test_mixed_slices_in_one_cluster(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_one_warps_candidates_overflow_its_share(dtype):
+    """The cluster kernel keeps each warp's first-scan candidates in its own share of the
+    list (cand_cap / 16). Put the k-th element's bin in the elements one warp scans, more of
+    them than its share while the CTA's total would fit: the CTA must rescan its slice."""
+    N, cluster, k = 32768, 4, 100
+    torch.ops.flyops._topk_force(2, cluster)
+    vec = 16 // x_bytes(dtype)  # elements per 16-byte access
+    slice_ = N // cluster
+    # Warp 0 of CTA 0 reads vectors lane + 512 i (512 threads, one vector each per step).
+    starts = torch.arange(0, slice_, 512 * vec, device="cuda")
+    warp0 = (starts[:, None] + torch.arange(32 * vec, device="cuda")[None, :]).flatten()
+    assert warp0.numel() > (slice_ // 8) // 16  # more than the warp's share of cand_cap
+    rows = randn((3, N), dtype)
+    rows[0, warp0] = 3.0  # ties: the key is known after the digits
+    # Distinct values in one top-digit bin, so the digits go on over the candidates.
+    steps = torch.arange(warp0.numel(), device="cuda", dtype=torch.float32)
+    rows[1, warp0] = (3.0 + steps * (2.0 ** -12 if dtype == torch.float32 else 2.0 ** -6)).clamp(max=3.4).to(dtype)
+    rows[2, warp0] = -rows[1, warp0]  # the same for the smallest
+    assert torch.ops.flyops._route_topk(rows, k).startswith("flyops_topk_cluster")
+    for sorted in (True, False):
+        assert_same_as_stock(rows[:2], k, sorted=sorted)
+        assert_same_as_stock(rows[2:], k, largest=False, sorted=sorted)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_every_width(dtype):
     """The final sort at every power-of-two width and either side of it (register passes for
     pairs closer than 64, shared-memory stages beyond), on ordinary rows and with ties/NaNs."""
