@@ -88,6 +88,19 @@ def main():
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1
         failures += not check(x, 1000)
+        # one warp's first-scan candidates past its share of the list (cluster of 4, slices
+        # of 8192: warp 0 of CTA 0 reads vectors lane + 512 i), the CTA's total within it
+        force(2, 4)
+        vec = 16 // x.element_size()
+        warp0 = (torch.arange(0, 8192, 512 * vec, device="cuda")[:, None] +
+                 torch.arange(32 * vec, device="cuda")[None, :]).flatten()
+        x = torch.randn(2, 32768, device="cuda").to(dtype)
+        x[0, warp0] = 3.0
+        x[1, warp0] = (3.0 + torch.arange(warp0.numel(), device="cuda") * 2.0 ** -6).clamp(max=3.4).to(dtype)
+        cases += 2
+        failures += not check(x, 100)
+        failures += not check(x, 100, True, False)
+        force(-1, 0)
     torch.cuda.synchronize()
     print(f"topk sanitizer workload: {cases - failures} passed, {failures} failed")
     return 1 if failures else 0
