@@ -120,48 +120,90 @@ FLYOPS_DEVICE uint32_t group_kth_largest(uint32_t (&m)[kH], int k, int g) {
   return __shfl_sync(0xffffffffu, mine, (k - 1) / kH, kG);
 }
 
-// The threshold form of the group kernel (k >= 2, eight threads a row or more; TopK v37).
-// The k-th largest key among the maxima of the group's kG x 2 half-runs (distinct
-// elements) is at most the row's k-th largest key, so every element of the answer is at or
-// above it; on random rows about k + 2 elements are. Those go to shared memory as
-// composites, and each one's rank among them is its output slot. Returns false, for the
-// whole CTA (every thread calls it), when some row of the CTA has more than
+// The threshold form of the group kernel (k >= 2, eight threads a row or more; TopK v37,
+// v43). The k-th largest key among P maxima per thread (distinct elements) is at most the
+// row's k-th largest key, so every element of the answer is at or above it; on random rows
+// about k + 2 elements are. They go to shared memory as composites, and each one's rank
+// among them is its output slot. Returns false when some row has more than
 // kGroupFilterCap candidates (heavy ties); the caller then runs the sorting networks.
+//  - 2 kK <= kG (k <= 4 at eight threads a row): P = 1, the thread's whole run, and about
+//    one candidate a thread. The thread marks its own in a mask, puts all its words in
+//    shared memory (a few 16-byte stores) and copies the marked ones; the fallback is
+//    decided per warp (the networks' output needs no CTA barrier when kG >= kK).
+//  - Else P = 2, the half-runs, and a store per candidate; the fallback is decided per
+//    CTA. The mask-and-copy form measured 2-7% slower here (fp32 rows of 64-128,
+//    k = 6-8).
 // ord[jj]: 16-bit composites in the thread's frame (key in the top half) or fp32 keys;
-// composite(jj): element jj's composite in the row's frame.
-template <typename Keys, int kG, int kE, typename Ord, typename MakeComposite, typename Live, typename ValueOf>
+// composite(w, jj): the row-frame composite of element jj whose ord is w.
+template <typename Keys, int kG, int kE, int kK, typename Ord, typename MakeComposite, typename Live, typename ValueOf>
 FLYOPS_DEVICE bool threshold_select(const Ord& ord, MakeComposite&& composite, Live&& live, ValueOf&& value_of,
                                     const GroupArgs& a, int g, int64_t row, bool valid) {
   using C = Composite<Keys>;
   using T = typename C::T;
   using Raw = typename Keys::Raw;
   constexpr bool k16 = Keys::kBits == 16;
-  constexpr int kHalf = kE / 2;
-  uint32_t pm[2] = {ord[0], ord[kHalf]};
+  constexpr int kP = 2 * kK <= kG ? 1 : 2;  // maxima per thread
+  constexpr int kRun = kE / kP;
+  static_assert(kG >= kK, "the networks' output has no CTA barrier, so a warp may fall back alone");
+  uint32_t pm[kP];
 #pragma unroll
-  for (int jj = 1; jj < kHalf; ++jj) pm[0] = max(pm[0], ord[jj]), pm[1] = max(pm[1], ord[kHalf + jj]);
-  if constexpr (k16) pm[0] >>= 16, pm[1] >>= 16;
-  const uint32_t t = group_kth_largest<kG, 2>(pm, a.k, g);
+  for (int p = 0; p < kP; ++p) pm[p] = ord[p * kRun];
+#pragma unroll
+  for (int jj = 1; jj < kRun; ++jj)
+#pragma unroll
+    for (int p = 0; p < kP; ++p) pm[p] = max(pm[p], ord[p * kRun + jj]);
+  if constexpr (k16)
+#pragma unroll
+    for (int p = 0; p < kP; ++p) pm[p] >>= 16;
+  const uint32_t t = group_kth_largest<kG, kP>(pm, a.k, g);
   const uint32_t tc = k16 ? t << 16 : t;
-  auto pass = [&](int jj) { return ord[jj] >= tc && live(jj); };
-  int mine = 0;
+  // The candidates of this thread and of those before it in the group (an inclusive scan),
+  // and the row's total.
+  int total = 0;
+  auto scan = [&](int mine) {
+    int incl = mine;
 #pragma unroll
-  for (int jj = 0; jj < kE; ++jj) mine += pass(jj);
-  int incl = mine;  // inclusive scan over the group
-#pragma unroll
-  for (int d = 1; d < kG; d <<= 1) {
-    const int o = __shfl_up_sync(0xffffffffu, incl, d, kG);
-    incl += g >= d ? o : 0;
-  }
-  const int total = __shfl_sync(0xffffffffu, incl, kG - 1, kG);
-  if (__syncthreads_or(total > kGroupFilterCap)) return false;
-
+    for (int d = 1; d < kG; d <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, incl, d, kG);
+      incl += g >= d ? o : 0;
+    }
+    total = __shfl_sync(0xffffffffu, incl, kG - 1, kG);
+    return incl;
+  };
   __shared__ T cand[kGroupThreads / kG][kGroupFilterCap + 1];  // + 1: rows in distinct banks
   T* buf = cand[threadIdx.x / kG];
-  int o = incl - mine;
+  if constexpr (kP == 1) {
+    static_assert(kG * kE > kGroupFilterCap, "a threshold of 0, which the padding passes, overflows the list");
+    static_assert(kE % 4 == 0 && kE <= 32, "whole 16-byte stores; the mask is one word");
+    uint32_t mask = 0;
 #pragma unroll
-  for (int jj = 0; jj < kE; ++jj)
-    if (pass(jj)) buf[o++] = composite(jj);
+    for (int jj = 0; jj < kE; ++jj) mask |= ord[jj] >= tc ? 1u << jj : 0u;
+    const int mine = __popc(mask);
+    const int incl = scan(mine);
+    if (__any_sync(0xffffffffu, total > kGroupFilterCap)) return false;
+    int o = incl - mine;
+    // Slot-major, so that a warp's 16-byte stores are contiguous.
+    __shared__ uint4 words[kE / 4][kGroupThreads];
+#pragma unroll
+    for (int q = 0; q < kE / 4; ++q)
+      words[q][threadIdx.x] = make_uint4(ord[4 * q], ord[4 * q + 1], ord[4 * q + 2], ord[4 * q + 3]);
+    const uint32_t* mine_w = reinterpret_cast<const uint32_t*>(&words[0][threadIdx.x]);
+    for (uint32_t m = mask; m != 0; m &= m - 1) {
+      const int jj = __ffs(m) - 1;
+      buf[o++] = composite(mine_w[(jj / 4) * kGroupThreads * 4 + jj % 4], jj);
+    }
+  } else {
+    auto pass = [&](int jj) { return ord[jj] >= tc && live(jj); };
+    int mine = 0;
+#pragma unroll
+    for (int jj = 0; jj < kE; ++jj) mine += pass(jj);
+    const int incl = scan(mine);
+    if (__syncthreads_or(total > kGroupFilterCap)) return false;
+    int o = incl - mine;
+#pragma unroll
+    for (int jj = 0; jj < kE; ++jj)
+      if (pass(jj)) buf[o++] = composite(ord[jj], jj);
+  }
   __syncwarp();
   for (int c = g; c < total; c += kG) {
     const T mc = buf[c];
@@ -281,18 +323,18 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   } else {
     uint32_t ord[kE];
     make_ord(word, ord);
-    // The element jj's composite in the row's frame.
-    auto composite = [&](int jj) -> T {
-      if constexpr (kLocalFrame) return ord[jj] - uint32_t(base);
-      else return C::make(ord[jj], off(jj) + base);
+    // The row-frame composite of element jj, whose ord is w (jj may be a runtime value).
+    auto composite = [&](uint32_t w, int jj) -> T {
+      if constexpr (kLocalFrame) return w - uint32_t(base);
+      else return C::make(w, off(jj) + base);
     };
     if constexpr (kK >= 2 && kG >= 8) {
-      if (a.threshold && threshold_select<Keys, kG, kE>(ord, composite, live, value_of, a, g, row, valid))
-        return;  // the whole CTA
+      if (a.threshold && threshold_select<Keys, kG, kE, kK>(ord, composite, live, value_of, a, g, row, valid))
+        return;  // the whole warp (or CTA)
     }
     T v[kE];
 #pragma unroll
-    for (int jj = 0; jj < kE; ++jj) v[jj] = live(jj) ? (kLocalFrame ? T(ord[jj]) : composite(jj)) : T{0};
+    for (int jj = 0; jj < kE; ++jj) v[jj] = live(jj) ? (kLocalFrame ? T(ord[jj]) : composite(ord[jj], jj)) : T{0};
 #pragma unroll
     for (int c = 0; c < kE / kK; ++c) {
       T* chunk = v + c * kK;

@@ -70,10 +70,15 @@ inline bool prefer_group(const TopkParams& p) {
 // compare 64-bit composites, 0.42-0.98x of the networks' time at k = 6-8 from 4096 rows
 // and 0.78-0.96x at k = 2 from 16384 (1.0-1.06x at 4096); 16-bit rows, whose networks
 // take one instruction per min or max, 0.68-0.94x only at 65536 rows of 128-256 and 16384
-// of 256, and 1.04-1.23x on shorter rows or fewer of them; single rows 1.02-1.18x.
+// of 256, and 1.04-1.23x on shorter rows or fewer of them; single rows 1.02-1.18x. Since
+// TopK v36 made 16-bit elements cheaper to prepare, their networks win again at k <= 4
+// (session of 2026-11-30, ninth, run 3, both forced in one process: 65536 x 128 k = 2
+// 11.5 vs 15.0 us, 65536 x 256 k = 2 17.5 vs 20.7, 16384 x 256 k = 2-3 0.87-0.94x); at
+// k = 6-8 the two stay within 0.94-1.17x of each other and the threshold keeps its rows.
 inline bool prefer_group_threshold(const TopkParams& p) {
   if (p.k < 2 || p.rows < 4096) return false;
   if (p.dtype == DType::kFloat32) return p.k >= 3 || p.rows >= 16384;
+  if (p.k <= 4) return false;
   return p.n > 128 ? p.rows >= 16384 : p.n > 64 && p.rows >= 65536;
 }
 

@@ -273,7 +273,8 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat32, 65536, 64, 1)));
   EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kBFloat16, 16384, 256, 8)));
   EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kBFloat16, 16384, 128, 8)));
-  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kBFloat16, 65536, 128, 2)));
+  EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kBFloat16, 65536, 128, 8)));
+  EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kBFloat16, 65536, 128, 2)));  // networks at k <= 4
   EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat16, 65536, 64, 8)));
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 256, 1)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 257, 8)), "flyops_topk_warp<bf16>");  // row past the group
