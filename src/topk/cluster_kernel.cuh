@@ -399,7 +399,6 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
       small_bin = any_will_do ? 0 : ctl.bcast[3];
     }
-    const bool from_list = lists_ok;
 
     // Act on one element that may matter: above the new prefix, emit; equal, emit (when
     // done) or keep as a candidate and count its next digit. All lanes call it.
@@ -443,7 +442,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
         if (!__any_sync(0xffffffffu, any)) return;
         act(any && key > new_hi, any && key <= new_hi, key, i, uint64_t{key} << 32);
       };
-      if (from_list) {
+      if (lists_ok) {
         scan_list(visit);
       } else {
         const int nvec = (cnt + kVec - 1) / kVec;
@@ -489,7 +488,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
         if (!__any_sync(0xffffffffu, gt || eq)) return;
         act(gt, eq, key, i, c);
       };
-      if (from_list) {
+      if (lists_ok) {
         scan_list(visit);
       } else {
         for (int b0 = warp * 32; b0 < cnt; b0 += kThreads) {

@@ -11,7 +11,7 @@
 // Cost per row is kG * (sorting and merging) instructions instead of the warp kernel's k
 // warp-wide rounds, and a warp holds 32 / kG rows at once. Where the networks cost more
 // than what they sort (fp32's 64-bit composites; many long 16-bit rows), a threshold form
-// skips them: a key at most the row's k-th largest (from the maxima of half-runs), the few
+// skips them: a key at most the row's k-th largest (from the group's maxima), the few
 // elements at or above it ranked among themselves in shared memory (threshold_select).
 // Heavy ties leave it for the networks. Elements are made into keys two per word for
 // 16-bit dtypes, and composites in each thread's own frame (positions known at compile
@@ -250,21 +250,6 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   constexpr auto off = [](int jj) { return (jj / kV) * kG * kV + jj % kV; };
   const int base = g * kV;
   constexpr int kWords = kE * int(sizeof(Raw)) / 4;
-  auto load_words = [&](uint32_t (&word)[kWords]) {
-#pragma unroll
-    for (int j = 0; j < kE / kV; ++j) {
-      const int i = off(j * kV) + base;
-      if constexpr (kVec) {
-        const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
-        word[4 * j] = w.x, word[4 * j + 1] = w.y, word[4 * j + 2] = w.z, word[4 * j + 3] = w.w;
-      } else if constexpr (sizeof(Raw) == 4) {
-        word[j] = tile::load_now(xr + (i < n ? i : 0));
-      } else {
-        const uint32_t e = tile::load_now(xr + (i < n ? i : 0));
-        word[j / 2] = j % 2 == 0 ? e : word[j / 2] | (e << 16);
-      }
-    }
-  };
 
   // ord[jj], what the thresholds and networks compare. 16-bit rows: the composite, made in
   // the thread's own frame (position off(jj), known at compile time: one LOP3 or shift
@@ -297,8 +282,20 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   };
   auto value_of = [&](uint32_t key, uint32_t p) -> Raw { return element_bits<Keys>(key, a.largest, xr, p); };
 
-  uint32_t word[kWords];
-  load_words(word);
+  uint32_t word[kWords];  // the thread's elements as loaded (layout and order: off, above)
+#pragma unroll
+  for (int j = 0; j < kE / kV; ++j) {
+    const int i = off(j * kV) + base;
+    if constexpr (kVec) {
+      const uint4 w = tile::load_now(reinterpret_cast<const uint4*>(xr + (i < n ? i : 0)));
+      word[4 * j] = w.x, word[4 * j + 1] = w.y, word[4 * j + 2] = w.z, word[4 * j + 3] = w.w;
+    } else if constexpr (sizeof(Raw) == 4) {
+      word[j] = tile::load_now(xr + (i < n ? i : 0));
+    } else {
+      const uint32_t e = tile::load_now(xr + (i < n ? i : 0));
+      word[j / 2] = j % 2 == 0 ? e : word[j / 2] | (e << 16);
+    }
+  }
   T best[kK];
   if constexpr (std::is_same_v<Keys, FloatKeys<32>> && kK == 1) {
     // Arg-max: the best 32-bit key, then the lowest position holding it (a 64-bit max per
