@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "flyops/tile/launch.h"
+#include "flyops/tile/warp.h"
 #include "keys.h"
 #include "traits.h"
 #include "vec_keys.cuh"
@@ -34,6 +35,12 @@ struct DelegateArgs {
   int64_t blocks_per_row;
   bool largest;
   uint32_t* maxima;    // [rows, n / group] ascending keys
+  // Screening (screen_kernel.cuh), with the kernel's kScreen: each row's threshold, and its
+  // candidate count and list of `cap` (order key, position) pairs, appended to here.
+  const uint32_t* thresh;
+  uint32_t* count;
+  uint2* cand;
+  int64_t cap;
 };
 
 struct GatherArgs {
@@ -52,8 +59,40 @@ struct GatherArgs {
 
 // Global namespace: profiler and ncu names start with flyops_.
 
+namespace flyops::topk::detail {
+
+// Appends the elements of this lane's vector v whose order keys are at or above t (its best
+// key m already known) to the row's candidates: one counter claim per warp. All lanes call
+// it.
+template <typename Keys>
+FLYOPS_DEVICE void screen_append(const uint4& q, uint32_t m, bool in_row, int64_t v, uint32_t t, bool largest,
+                                 uint32_t* count, uint2* cand, int64_t cap) {
+  using Raw = typename Keys::Raw;
+  constexpr int kVec = 16 / sizeof(Raw);
+  uint32_t hits = 0;
+  if (in_row && m >= t) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) hits |= order_key<Keys>(vec_element<Raw>(q, i), largest) >= t ? 1u << i : 0u;
+  }
+  if (!__any_sync(0xffffffffu, hits != 0)) return;
+  const uint32_t mine = __popc(hits);
+  const uint32_t incl = tile::warp_prefix_sum(mine);
+  uint32_t base = 0;
+  if ((threadIdx.x & 31) == 31) base = atomicAdd(count, incl);
+  base = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+  for (; hits != 0; hits &= hits - 1, ++base) {
+    const int i = __ffs(hits) - 1;
+    if (base < cap)  // past it the count alone tells the finish kernel to take the maxima
+      cand[base] = make_uint2(order_key<Keys>(vec_element<Raw>(q, i), largest), static_cast<uint32_t>(v * kVec + i));
+  }
+}
+
+}  // namespace flyops::topk::detail
+
 // One 16-byte vector per thread per step; the kGV lanes of a group combine by shuffles.
-template <typename Keys, int kGV>
+// kScreen: launched dependent on the screening kernel, whose thresholds it waits for after
+// its loads are in flight.
+template <typename Keys, int kGV, bool kScreen>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
@@ -75,11 +114,18 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
   }
   // The finish kernel may launch once every block is this far (it waits for the maxima).
   flyops::tile::allow_dependent_launch();
+  uint32_t t = 0;
+  if constexpr (kScreen) {
+    flyops::tile::grid_dependency_wait();
+    t = a.thresh[row];
+  }
 #pragma unroll
   for (int u = 0; u < kDelegateUnroll; ++u) {
     const int64_t v = v0 + u * kDelegateThreads;
     // The group's best element as a 32-bit ascending key (the greatest order key).
     const uint32_t m = max_order_key<Keys>(buf[u], largest);
+    if constexpr (kScreen)
+      detail::screen_append<Keys>(buf[u], m, v < nv, v, t, largest, a.count + row, a.cand + row * a.cap, a.cap);
     uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
 #pragma unroll
     for (int d = 1; d < kGV; d <<= 1) {

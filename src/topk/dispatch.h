@@ -71,7 +71,26 @@ inline TopkParams candidate_params(const TopkParams& p, int group) {
 // The group maxima, 32-bit keys, lead both delegate workspaces; the finish kernel's has
 // nothing else.
 inline int64_t maxima_bytes(const TopkParams& p, int group) { return p.rows * (p.n / group) * 4; }
-inline int64_t finish_workspace_bytes(const TopkParams& p, int group) { return maxima_bytes(p, group); }
+
+// The finish kernel's workspace: the maxima, then when screening (screen_kernel.cuh) each
+// row's threshold key and candidate count, and its candidate list of `cap` (key, position)
+// pairs. Offsets in bytes, 16-byte aligned.
+struct FinishLayout {
+  int64_t thresh = 0, count = 0, cand = 0, total = 0;
+};
+inline FinishLayout finish_layout(const TopkParams& p, int group, int64_t cap, bool screen) {
+  auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
+  FinishLayout l;
+  l.thresh = up16(maxima_bytes(p, group));
+  if (!screen) {
+    l.count = l.cand = l.total = maxima_bytes(p, group);
+    return l;
+  }
+  l.count = l.thresh + up16(p.rows * 4);
+  l.cand = l.count + up16(p.rows * 4);
+  l.total = l.cand + p.rows * cap * 8;
+  return l;
+}
 
 // The delegates' workspace, in order: maxima, their selection's values, indices (the
 // chosen groups) and own workspace, then the candidates. Offsets in bytes, 16-byte aligned.

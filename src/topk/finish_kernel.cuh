@@ -38,6 +38,11 @@ struct FinishArgs {
   const uint32_t* maxima;    // [rows, n / group] ascending keys (flyops_topk_maxima)
   void* values;              // [rows, k]
   int64_t* indices;
+  // Screening (screen_kernel.cuh), or null: each row's candidate count and its list of
+  // `cap` (order key, position) pairs, cap at most the run's capacity.
+  const uint32_t* screen_count;
+  const uint2* cand;
+  int64_t cap;
 };
 
 }  // namespace flyops::topk
@@ -48,7 +53,7 @@ struct FinishArgs {
 // registers, enough for both the row's maxima and its k groups' elements; 0: a.elems keys
 // per thread in dynamic shared memory (finish_smem has the layout).
 template <typename Keys, int kE>
-__global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_finish(flyops::topk::FinishArgs a) {
+__global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_finish(flyops::topk::FinishArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kThreads = kFinishThreads;
@@ -62,6 +67,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   const int k = a.k, gl = a.group_log2;
   const FinishSmem L = finish_smem(kShared ? a.elems : kE, k);
   uint32_t* chosen = reinterpret_cast<uint32_t*>(smem + L.chosen);  // group numbers, increasing
+  // Row position of element e of the chosen groups (in group e >> gl of them).
+  auto chosen_pos = [&](int e) -> int64_t { return (int64_t{chosen[e >> gl]} << gl) + (e & ((1 << gl) - 1)); };
   uint64_t* sort_key = reinterpret_cast<uint64_t*>(smem + L.sort_key);
   uint32_t* sort_val = reinterpret_cast<uint32_t*>(smem + L.sort_val);
 
@@ -76,79 +83,117 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads) flyops_topk_fini
   Run run;
   uint32_t* keys = reinterpret_cast<uint32_t*>(smem + L.keys);
   if constexpr (kShared) run.base = keys + tid;
+  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
 
-  // ---- the k best group maxima --------------------------------------------------------------
-  SmallCut maxima_cut;
-  {
-    const int m = static_cast<int>(a.n >> gl);
-    const int per = (m + kThreads - 1) / kThreads;
-    const int first = tid * per;
-    run.cnt = max(0, min(per, m - first));
-    const uint32_t* src = a.maxima + row * m;
-    // Maxima of 16-bit rows are 16-bit keys widened to 32 bits: their low half never varies
-    // but through NaN's (keys.h, widen_key32), so their digits stop above it.
-    std::conditional_t<Keys::kBits == 16, KeyBits, KeyRange> range;
-    if constexpr (kShared) {  // coalesced, each key to its owner's run
+  // This thread's run of keys: key j is candidate first + j, at row position position(j).
+  int first = 0;
+  KeyRange range;
+
+  // ---- the screened candidates, when the stream found enough and not too many --------------
+  const uint2* list = nullptr;
+  if (a.cand != nullptr) {
+    const int c = static_cast<int>(min(static_cast<int64_t>(a.screen_count[row]), a.cap + 1));
+    if (c >= k && c <= a.cap) {
+      const uint2* l = a.cand + row * a.cap;
+      const int per = (c + kThreads - 1) / kThreads;
+      first = tid * per;
+      run.cnt = max(0, min(per, c - first));
+      if constexpr (kShared) {  // coalesced, each key to its owner's run
+#pragma unroll 4
+        for (int i = tid; i < c; i += kThreads) {
+          const uint32_t key = l[i].x;
+          keys[SmemKeys<kThreads>::at(i / per, i % per)] = key;
+          range.add(key);
+        }
+      } else {
+        run.template steps<1>([&](int j) {
+          run[j] = l[first + j].x;
+          range.add(run[j]);
+        });
+      }
+      // NaNs share one key and their ties must go to the lowest positions, which the list's
+      // order does not keep: rows with NaN candidates take the maxima (the barrier also
+      // completes the shared-memory fill).
+      const bool nan = largest ? range.mx == Keys::kMask : range.mn == 0u;
+      if (!__syncthreads_or(nan)) list = l;
+      else range = KeyRange{};
+      mark();
+    }
+  }
+
+  // ---- else the k best group maxima, then the k best of their groups' elements ---------------
+  if (list == nullptr) {
+    SmallCut maxima_cut;
+    {
+      const int m = static_cast<int>(a.n >> gl);
+      const int per = (m + kThreads - 1) / kThreads;
+      const int mfirst = tid * per;
+      run.cnt = max(0, min(per, m - mfirst));
+      const uint32_t* src = a.maxima + row * m;
+      // Maxima of 16-bit rows are 16-bit keys widened to 32 bits: their low half never
+      // varies but through NaN's (keys.h, widen_key32), so their digits stop above it.
+      std::conditional_t<Keys::kBits == 16, KeyBits, KeyRange> mrange;
+      if constexpr (kShared) {  // coalesced, each key to its owner's run
 #pragma unroll 8
-      for (int i = tid; i < m; i += kThreads) {
-        const uint32_t key = order_key<AscKeys32>(src[i], largest);
-        keys[SmemKeys<kThreads>::at(i / per, i % per)] = key;
-        range.add(key);
+        for (int i = tid; i < m; i += kThreads) {
+          const uint32_t key = order_key<AscKeys32>(src[i], largest);
+          keys[SmemKeys<kThreads>::at(i / per, i % per)] = key;
+          mrange.add(key);
+        }
+        __syncthreads();
+      } else {
+        run.template steps<1>([&](int j) {
+          run[j] = order_key<AscKeys32>(src[mfirst + j], largest);
+          mrange.add(run[j]);
+        });
+      }
+      mark();
+      maxima_cut = small_select<kThreads>(
+          run, mrange, static_cast<uint32_t>(k), s,
+          [&](int j, uint32_t, uint32_t slot) { chosen[slot] = static_cast<uint32_t>(mfirst + j); }, &trace);
+    }
+    __syncthreads();
+    mark();
+
+    const int c = k << gl;
+    const int per = ((c + kThreads - 1) / kThreads + kVec - 1) / kVec * kVec;
+    first = tid * per;
+    run.cnt = max(0, min(per, c - first));  // a multiple of kVec: groups are whole vectors
+    if constexpr (kShared) {  // coalesced vectors, each to its owner's run
+#pragma unroll 4
+      for (int v = tid; v < c / kVec; v += kThreads) {
+        const int e = v * kVec, owner = e / per, j = e % per;
+        const uint4 q = *reinterpret_cast<const uint4*>(xr + chosen_pos(e));
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
+          keys[SmemKeys<kThreads>::at(owner, j + i)] = key;
+          range.add(key);
+        }
       }
       __syncthreads();
     } else {
-      run.template steps<1>([&](int j) {
-        run[j] = order_key<AscKeys32>(src[first + j], largest);
-        range.add(run[j]);
+      run.template steps<kVec>([&](int j) {
+        const uint4 q = *reinterpret_cast<const uint4*>(xr + chosen_pos(first + j));
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          run[j + i] = order_key<Keys>(vec_element<Raw>(q, i), largest);
+          range.add(run[j + i]);
+        }
       });
     }
+    // The k chosen maxima are k elements at or above the cut's lo, so the answer is too:
+    // the digits start from there, and the candidates below it never enter a histogram.
+    // (Maxima are 32-bit keys; a 16-bit key sits in their top half, NaN's all-ones
+    // included.)
+    range.mn = max(range.mn, Keys::kBits == 32 ? maxima_cut.lo : maxima_cut.lo >> 16);
     mark();
-    maxima_cut = small_select<kThreads>(
-        run, range, static_cast<uint32_t>(k), s,
-        [&](int j, uint32_t, uint32_t slot) { chosen[slot] = static_cast<uint32_t>(first + j); }, &trace);
   }
-  __syncthreads();
-  mark();
 
-  // ---- the k best of the chosen groups' elements ----------------------------------------------
-  const int c = k << gl;
-  const int per = ((c + kThreads - 1) / kThreads + kVec - 1) / kVec * kVec;
-  const int first = tid * per;
-  run.cnt = max(0, min(per, c - first));  // a multiple of kVec: groups are whole vectors
-  const int64_t gmask = (int64_t{1} << gl) - 1;
-  // Candidate e of the row (its chosen group e >> gl) and this thread's key j.
-  auto candidate_pos = [&](int e) -> int64_t { return (int64_t{chosen[e >> gl]} << gl) + (e & gmask); };
-  auto position = [&](int j) { return candidate_pos(first + j); };
-  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  KeyRange range;
-  if constexpr (kShared) {  // coalesced vectors, each to its owner's run
-#pragma unroll 4
-    for (int v = tid; v < c / kVec; v += kThreads) {
-      const int e = v * kVec, owner = e / per, j = e % per;
-      const uint4 q = *reinterpret_cast<const uint4*>(xr + candidate_pos(e));
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
-        keys[SmemKeys<kThreads>::at(owner, j + i)] = key;
-        range.add(key);
-      }
-    }
-    __syncthreads();
-  } else {
-    run.template steps<kVec>([&](int j) {
-      const uint4 q = *reinterpret_cast<const uint4*>(xr + position(j));
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        run[j + i] = order_key<Keys>(vec_element<Raw>(q, i), largest);
-        range.add(run[j + i]);
-      }
-    });
-  }
-  // The k chosen maxima are k elements at or above the cut's lo, so the answer is too: the
-  // digits start from there, and the candidates below it never enter a histogram. (Maxima
-  // are 32-bit keys; a 16-bit key sits in their top half, NaN's all-ones included.)
-  range.mn = max(range.mn, Keys::kBits == 32 ? maxima_cut.lo : maxima_cut.lo >> 16);
-  mark();
+  // ---- the k best of the run, to the outputs ---------------------------------------------------
+  auto position = [&](int j) -> int64_t {
+    return list != nullptr ? int64_t{list[first + j].y} : chosen_pos(first + j);
+  };
   Raw* vals_out = static_cast<Raw*>(a.values) + row * k;
   int64_t* idx_out = a.indices + row * k;
   small_select<kThreads>(run, range, static_cast<uint32_t>(k), s, [&](int j, uint32_t key, uint32_t slot) {

@@ -13,6 +13,7 @@
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
 #include "group_kernel.cuh"
+#include "screen_kernel.cuh"
 #include "tuned_table.h"
 #include "warp_kernel.cuh"
 
@@ -187,10 +188,24 @@ struct Launcher {
 
   // Both selections of delegates in one CTA per row, the maxima at the workspace's start:
   // the keys in registers, or in shared memory past kFinishMaxE per thread.
-  static Status finish(const TopkParams& p, const TopkPlan& plan, const uint32_t* maxima) {
+  static Status finish(const TopkParams& p, const TopkPlan& plan, const FinishLayout& l) {
     const int gl = __builtin_ctz(static_cast<unsigned>(plan.group));
-    FinishArgs f{p.x,      p.x_row_stride, p.n,    static_cast<int>(p.k), gl, plan.finish, p.largest,
-                 p.sorted, maxima,         p.values, p.indices};
+    char* ws = static_cast<char*>(p.workspace);
+    const bool screen = plan.screen != 0;
+    FinishArgs f{p.x,
+                 p.x_row_stride,
+                 p.n,
+                 static_cast<int>(p.k),
+                 gl,
+                 plan.finish,
+                 p.largest,
+                 p.sorted,
+                 reinterpret_cast<const uint32_t*>(ws),
+                 p.values,
+                 p.indices,
+                 screen ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
+                 screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
+                 finish_capacity(plan.finish)};
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k)).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -212,8 +227,22 @@ struct Launcher {
     return go(&flyops_topk_finish<Keys, kFinishMaxE>);
   }
 
+  // The group maxima stream of kGV vectors per group; screening, it launches dependent on
+  // the screening kernel.
+  template <int kGV>
+  static Status stream_maxima(const DelegateArgs& d, unsigned grid, bool screen, cudaStream_t stream) {
+    if constexpr (!Keys::kIdentity) {
+      if (screen)
+        return launched(tile::launch_dependent(&flyops_topk_maxima<Keys, kGV, true>, dim3(grid),
+                                               dim3(kDelegateThreads), 0, stream, d));
+    }
+    flyops_topk_maxima<Keys, kGV, false><<<grid, kDelegateThreads, 0, stream>>>(d);
+    return launch_status();
+  }
+
   // Group maxima (a stream), the k best of them, their groups' elements, the k best of
-  // those: four launches, the workspace laid out by delegate_layout.
+  // those: four launches, the workspace laid out by delegate_layout. Or the stream and the
+  // finish kernel (finish_layout), after the screening kernel when the plan screens.
   static Status delegates(const TopkParams& p, const TopkPlan& plan) {
     constexpr int kVec = 16 / sizeof(Raw);
     const int group = plan.group;
@@ -222,22 +251,37 @@ struct Launcher {
 
     const int gv = group / kVec;  // both powers of two
     const int gl = __builtin_ctz(static_cast<unsigned>(gv));
-    DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, maxima};
+    DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, maxima, nullptr, nullptr, nullptr, 0};
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
     const unsigned grid = static_cast<unsigned>(p.rows * d.blocks_per_row);
+    const bool screen = plan.finish != 0 && plan.screen != 0;
+    const FinishLayout fl = finish_layout(p, group, finish_capacity(plan.finish), screen);
+    if constexpr (!Keys::kIdentity) {
+      if (screen) {
+        ScreenArgs sa{p.x,       p.n, p.x_row_stride, plan.screen, p.largest, reinterpret_cast<uint32_t*>(ws + fl.thresh),
+                      reinterpret_cast<uint32_t*>(ws + fl.count)};
+        flyops_topk_screen<Keys><<<static_cast<unsigned>(p.rows), kScreenThreads, 0, p.stream>>>(sa);
+        if (Status s = launch_status(); s != Status::kSuccess) return s;
+        d.thresh = reinterpret_cast<const uint32_t*>(ws + fl.thresh);
+        d.count = reinterpret_cast<uint32_t*>(ws + fl.count);
+        d.cand = reinterpret_cast<uint2*>(ws + fl.cand);
+        d.cap = finish_capacity(plan.finish);
+      }
+    }
+    Status st;
     if (gv == 16)
-      flyops_topk_maxima<Keys, 16><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+      st = stream_maxima<16>(d, grid, screen, p.stream);
     else if (gv == 8)
-      flyops_topk_maxima<Keys, 8><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+      st = stream_maxima<8>(d, grid, screen, p.stream);
     else if (gv == 4)
-      flyops_topk_maxima<Keys, 4><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+      st = stream_maxima<4>(d, grid, screen, p.stream);
     else if (gv == 2)
-      flyops_topk_maxima<Keys, 2><<<grid, kDelegateThreads, 0, p.stream>>>(d);
+      st = stream_maxima<2>(d, grid, screen, p.stream);
     else
-      flyops_topk_maxima<Keys, 1><<<grid, kDelegateThreads, 0, p.stream>>>(d);
-    if (Status s = launch_status(); s != Status::kSuccess) return s;
-    if (plan.finish != 0) return finish(p, plan, maxima);
+      st = stream_maxima<1>(d, grid, screen, p.stream);
+    if (st != Status::kSuccess) return st;
+    if (plan.finish != 0) return finish(p, plan, fl);
 
     // Two radix selections: the layout of their workspace only now.
     TopkParams m = maxima_params(p, group);

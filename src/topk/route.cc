@@ -106,7 +106,8 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
 // Delegates (delegate_kernel.cuh) with groups of `group` elements (traits.h; 0: none):
 // rows 16-byte aligned, where both selections fit: in the finish kernel when it takes the
 // row (`fe` keys per thread, finish_elems), else as two radix selections.
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe) {
+// `screen`: whether the finish kernel may take screened candidates (traits.h, screen_rank).
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, bool screen) {
   if (group == 0) return false;
   const int vec = 16 / elem_bytes(p.dtype);
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
@@ -116,6 +117,7 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
     plan.kind = TopkPlan::Kind::kDelegate;
     plan.group = group;
     plan.finish = fe;
+    plan.screen = screen ? topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(fe)) : 0;
     return true;
   }
   TopkPlan::Selection maxima;
@@ -191,11 +193,12 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if (forced < 0 || forced == 6 || forced == 8) {
+  if (forced < 0 || forced == 6 || forced == 8 || forced == 9) {
     const int bytes = elem_bytes(p.dtype);
     const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 ? forced_c : 0);
     const int fe = forced == 8 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
-    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe)) return plan;
+    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe, forced != 9))
+      return plan;
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
@@ -224,7 +227,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
   switch (plan.kind) {
     case TopkPlan::Kind::kDelegate: {
       if (plan.finish != 0) {
-        std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,finish%d>", dtype_name(dtype), plan.group, plan.finish);
+        std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,finish%d%s>", dtype_name(dtype), plan.group, plan.finish,
+                      plan.screen != 0 ? ",screen" : "");
         break;
       }
       char m[48], c[48];
@@ -251,7 +255,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
 
 std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
   if (plan.kind == TopkPlan::Kind::kDelegate && plan.finish != 0)
-    return static_cast<std::size_t>(topk::finish_workspace_bytes(p, plan.group));
+    return static_cast<std::size_t>(
+        topk::finish_layout(p, plan.group, topk::finish_capacity(plan.finish), plan.screen != 0).total);
   if (plan.kind == TopkPlan::Kind::kDelegate) {
     const TopkParams m = topk::maxima_params(p, plan.group);
     return static_cast<std::size_t>(

@@ -284,18 +284,18 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4>");  // few rows
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16>");  // keys in smem
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16,screen>");  // keys in smem
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 8 MB
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
@@ -371,6 +371,34 @@ TEST(TopkDelegates, FinishFits) {
   EXPECT_EQ(topk::finish_smem(topk::kFinishMaxE, topk::kFinishMaxK).sort_key, 0);  // no keys in registers' form
 }
 
+// Screening: the sampled pieces stay inside the row and apart, and the rank keeps the
+// expected candidate list (rank / sample fraction) at least k with four spreads to spare and
+// at most half the finish kernel's capacity; rows too short for apart pieces do without.
+TEST(TopkDelegates, ScreenRank) {
+  for (int bytes : {2, 4}) {
+    const int64_t s = topk::screen_samples(bytes), vec = 16 / bytes;
+    EXPECT_EQ(s, topk::kScreenPieces * topk::kScreenPieceVecs * vec);
+    for (int64_t n : {s, int64_t{32000} * 4 / bytes, int64_t{128256}, int64_t{262144}, int64_t{1} << 24}) {
+      const int64_t nv = n / vec;
+      EXPECT_EQ(topk::screen_piece(0, nv), 0);
+      EXPECT_EQ(topk::screen_piece(topk::kScreenPieces - 1, nv), nv - topk::kScreenPieceVecs);
+      for (int p = 1; p < topk::kScreenPieces; ++p)
+        EXPECT_GE(topk::screen_piece(p, nv) - topk::screen_piece(p - 1, nv), topk::kScreenPieceVecs) << n << " " << p;
+      for (int64_t k : {1, 2, 20, 50, 256, 1024}) {
+        const int64_t cap = topk::finish_capacity(k > 256 ? 32 : 8);
+        const int r = topk::screen_rank(n, k, bytes, cap);
+        if (r == 0) continue;
+        const double f = static_cast<double>(s) / static_cast<double>(n), expect = r / f;
+        EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
+        EXPECT_LE(2 * expect, static_cast<double>(cap)) << n << " " << k;
+      }
+    }
+    EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8)), 0);  // pieces would overlap
+  }
+  EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
+  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 2048), 0);  // about 1800 expected: over half of 2048
+}
+
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the
 // two-stage layout.
 TEST(TopkRoute, PlansFit) {
@@ -399,7 +427,19 @@ TEST(TopkRoute, PlansFit) {
                 EXPECT_LE(k, plan.finish > topk::kFinishMaxE ? topk::kFinishSmemMaxK : topk::kFinishMaxK);
                 EXPECT_LE(n / plan.group, cap);
                 EXPECT_LE(k * plan.group, cap);
-                EXPECT_EQ(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));
+                const topk::FinishLayout l = topk::finish_layout(p, plan.group, cap, plan.screen != 0);
+                EXPECT_EQ(topk_workspace_bytes(p, plan), size_t(l.total));
+                EXPECT_GE(l.thresh, rows * (n / plan.group) * 4);
+                if (plan.screen != 0) {  // pieces apart, and room for twice the expected list
+                  const int64_t s = topk::screen_samples(static_cast<int>(dtype_size(t)));
+                  EXPECT_GE(n, s);
+                  EXPECT_LE(plan.screen, s);
+                  EXPECT_LE(2 * plan.screen * n, cap * s);
+                  EXPECT_EQ(l.total - l.cand, rows * cap * 8);
+                  for (int64_t off : {l.thresh, l.count, l.cand}) EXPECT_EQ(off % 16, 0);
+                } else {
+                  EXPECT_EQ(l.total, rows * (n / plan.group) * 4);
+                }
               } else {
                 EXPECT_GT(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));
                 EXPECT_TRUE(topk::cluster_geometry(k * plan.group, plan.candidates.cluster,

@@ -244,12 +244,13 @@ def test_delegates_finish(kind, dtype):
         make = lambda n: special_row(n, dtype, kind, gen)
     for n, ks in ((32000, (2, 101, 256, 1024)), (128256, (20, 50, 257)), (262144, (50, 1024))):
         rows = torch.stack([make(n) for _ in range(3)]).cuda()
-        for force in (6, 8):
+        for force in (6, 8, 9):  # 9: the finish kernel without screening
             torch.ops.flyops._topk_force(force, 0)
             for k in ks:
                 for x in (rows, rows[1:2]):
                     name = torch.ops.flyops._route_topk(x, k)
-                    assert name.startswith("flyops_topk_delegates") and (("finish" in name) == (force == 6)), name
+                    assert name.startswith("flyops_topk_delegates") and (("finish" in name) == (force != 8)), name
+                    assert force != 9 or "screen" not in name, name
                     for largest in (True, False):
                         for sorted in (True, False):
                             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
@@ -258,6 +259,44 @@ def test_delegates_finish(kind, dtype):
     for k in (50, 1024):
         assert "finish" in torch.ops.flyops._route_topk(padded, k)
         assert_same_as_stock(padded, k)
+
+
+def screen_pieces(n, dtype):
+    """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece)."""
+    vec = 16 // torch.tensor([], dtype=dtype).element_size()
+    nv, pieces, piece_vecs = n // vec, 64, 32
+    return [(p * (nv - piece_vecs) // (pieces - 1) * vec, (p * (nv - piece_vecs) // (pieces - 1) + piece_vecs) * vec)
+            for p in range(pieces)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_delegates_screen(dtype):
+    """The finish kernel's candidates found by the stream against a sampled threshold: rows
+    without structure (the list holds at least k), rows whose sampled pieces hold their best
+    elements (too few candidates: the maxima finish), a few NaNs among the candidates (their
+    ties need position order: the maxima finish), ties at the threshold, both directions,
+    sorted or not; the same rows without screening agree."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    for n, ks in ((32000, (2, 50, 256, 1024)), (262144, (20, 50, 1024))):
+        randn = torch.randn(3, n, generator=gen).to(dtype)
+        planted = torch.randn(3, n, generator=gen).to(dtype)
+        for lo, hi in screen_pieces(n, dtype):
+            planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
+        nans = torch.randn(3, n, generator=gen).to(dtype)
+        where = torch.randint(0, n, (3, 4), generator=gen)
+        nans.scatter_(1, where, float("nan"))
+        nans[0, where[0, 0]] = -float("nan")
+        coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)  # ties at any threshold
+        for x in (randn, planted, nans, coarse):
+            x = x.cuda()
+            for k in ks:
+                for force in (6, 9):
+                    torch.ops.flyops._topk_force(force, 0)
+                    name = torch.ops.flyops._route_topk(x, k)
+                    assert name.startswith("flyops_topk_delegates") and ("screen" in name) == (force == 6), name
+                    for largest in (True, False):
+                        for sorted in (True, False):
+                            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
 
 
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
