@@ -34,8 +34,8 @@ struct ScreenArgs {
 
 #if defined(__CUDACC__)
 
-// Global namespace: profiler and ncu names start with flyops_. Warp w reads pieces w,
-// w + 16, w + 32 and w + 48, one 16-byte vector per lane each.
+// Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
+// w + W, w + 2W and w + 3W, one 16-byte vector per lane each.
 template <typename Keys>
 __global__ void __launch_bounds__(flyops::topk::kScreenThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
@@ -63,9 +63,11 @@ __global__ void __launch_bounds__(flyops::topk::kScreenThreads) flyops_topk_scre
       run[u * kVec + i] = order_key<Keys>(vec_element<Raw>(buf[u], i), a.largest);
       range.add(run[u * kVec + i]);
     }
-  // Every sampled key above the cut's lo is among the rank best, and lo is one of them or
-  // the floor of a bin they fill exactly: either way a fair threshold.
-  const SmallCut cut = small_cut<kScreenThreads>(run, range, static_cast<uint32_t>(a.rank), s);
+  // The floor of a bin that holds the rank-th best sampled key, with rank to 1.5 rank of
+  // them at or above it: a threshold needs no more (each round of the search is a pass
+  // over the keys and two barriers).
+  const uint32_t rank = static_cast<uint32_t>(a.rank);
+  const SmallCut cut = small_cut<kScreenThreads>(run, range, rank, s, nullptr, rank + rank / 2);
   if (threadIdx.x == 0) {
     a.thresh[row] = cut.lo;
     a.count[row] = 0;

@@ -140,11 +140,13 @@ FLYOPS_DEVICE uint32_t low_mask(int bits) { return bits >= 32 ? 0xffffffffu : (1
 }  // namespace detail
 
 // The cut for the k best of all threads' keys (RegKeys or SmemKeys; k <= their total).
+// `loose` (0: exact) lets the search stop at a whole bin once every key it takes, k or more,
+// is at most that many: a threshold that only has to be about right (screen_kernel.cuh).
 // `part`: this thread's share of the keys' range. Every thread of the CTA calls it; `trace`
 // marks each digit round (trace.cuh).
 template <int kThreads, typename Run, typename Range>
 FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSelectSmem<kThreads>& s,
-                                 PhaseTrace* trace = nullptr) {
+                                 PhaseTrace* trace = nullptr, uint32_t loose = 0) {
   constexpr int kWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   uint32_t mn = __reduce_min_sync(0xffffffffu, part.mn);
@@ -231,7 +233,8 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSe
     const uint32_t off = s.pick[0] << sh;
     lo += off;
     hi = span - off <= detail::low_mask(sh) ? hi : lo + detail::low_mask(sh);
-    if (s.pick[2] == need) return {lo << low, (hi << low) | detail::low_mask(low), need, true};
+    if (s.pick[2] == need || k - need + s.pick[2] <= loose)
+      return {lo << low, (hi << low) | detail::low_mask(low), need, true};
     if (lo == hi) return {(lo << low) | low_bits, (lo << low) | low_bits, need, false};
     buf ^= 1;
   }

@@ -139,15 +139,17 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
 }
 
 // ---- screening (screen_kernel.cuh): the finish kernel's candidates found by the stream ------
-// One CTA per row reads kScreenPieces evenly spaced pieces of 32 vectors (512 bytes) and
-// takes the rank-th best of those sampled keys as the row's threshold; the maxima stream
-// then also appends every element at or above it to the row's candidate list. When at
-// least k and at most the finish kernel's run capacity arrived, the finish selects from
-// them alone; else it takes the group maxima as before.
-inline constexpr int kScreenThreads = kFinishThreads;
+// One CTA per row reads kScreenPieces evenly spaced pieces of 32 vectors (512 bytes); the
+// row's threshold is a key with r to 1.5 r of the sampled keys at or above it (the floor of
+// a bin holding the r-th best). The maxima stream then also appends every element at or
+// above it to the row's candidate list (kScreenBlockCap per block staged in shared
+// memory). When at least k and at most the finish kernel's run capacity arrived, the
+// finish selects from them alone; else it takes the group maxima as before.
+inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's blocks start beside it
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
 inline constexpr int kScreenPieces = kScreenThreads / 32 * kScreenVecsPerThread;
+inline constexpr int kScreenBlockCap = 256;
 
 // Keys a finish kernel of `elems` keys per thread holds: the most candidates it takes.
 inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * elems; }
@@ -155,18 +157,19 @@ inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * ele
 // Elements sampled from each row (16-byte vectors of elem_bytes elements).
 inline int64_t screen_samples(int elem_bytes) { return int64_t{kScreenPieces} * kScreenPieceVecs * (16 / elem_bytes); }
 
-// The sample rank whose key makes the threshold, or 0 when screening does not pay or fit.
-// A sample of s of the row's n elements (a fraction f) puts about r / f of the row at or
-// above its r-th best key, with a spread of about sqrt(r) / f for rows without structure:
-// r = f k + 4 sqrt(f k), rounded up, plus one, leaves fewer than k there about once in 10^4 such rows. The
-// expected count must also sit well inside `cap`, the finish kernel's run capacity.
+// The sample rank r behind the threshold, or 0 when screening does not fit. A sample of s
+// of the row's n elements (a fraction f) puts about r / f of the row at or above its r-th
+// best key, with a spread of about sqrt(r) / f for rows without structure: r = f k +
+// 4 sqrt(f k), rounded up, plus one, leaves fewer than k there about once in 10^4 such
+// rows. With up to 1.5 r sampled keys above the threshold, the expected list (1.5 r / f)
+// must also sit within half of `cap`, the finish kernel's run capacity.
 inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
   const int64_t s = screen_samples(elem_bytes);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
   const double fk = f * static_cast<double>(k);
   const int64_t r = static_cast<int64_t>(fk + 4.0 * std::sqrt(fk)) + 2;
-  if (r > s || static_cast<double>(r) / f * 2.0 > static_cast<double>(cap)) return 0;
+  if (r > s || static_cast<double>(r) / f * 3.0 > static_cast<double>(cap)) return 0;
   return static_cast<int>(r);
 }
 

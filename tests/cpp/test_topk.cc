@@ -373,7 +373,8 @@ TEST(TopkDelegates, FinishFits) {
 
 // Screening: the sampled pieces stay inside the row and apart, and the rank keeps the
 // expected candidate list (rank / sample fraction) at least k with four spreads to spare and
-// at most half the finish kernel's capacity; rows too short for apart pieces do without.
+// (with the threshold's slack of 1.5) at most half the finish kernel's capacity; rows too
+// short for apart pieces do without.
 TEST(TopkDelegates, ScreenRank) {
   for (int bytes : {2, 4}) {
     const int64_t s = topk::screen_samples(bytes), vec = 16 / bytes;
@@ -390,13 +391,13 @@ TEST(TopkDelegates, ScreenRank) {
         if (r == 0) continue;
         const double f = static_cast<double>(s) / static_cast<double>(n), expect = r / f;
         EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
-        EXPECT_LE(2 * expect, static_cast<double>(cap)) << n << " " << k;
+        EXPECT_LE(3 * expect, static_cast<double>(cap)) << n << " " << k;  // 1.5 r sampled keys, half of cap
       }
     }
     EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8)), 0);  // pieces would overlap
   }
   EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
-  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 2048), 0);  // about 1800 expected: over half of 2048
+  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 2700 expected: over half of 4096
 }
 
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the
@@ -434,7 +435,7 @@ TEST(TopkRoute, PlansFit) {
                   const int64_t s = topk::screen_samples(static_cast<int>(dtype_size(t)));
                   EXPECT_GE(n, s);
                   EXPECT_LE(plan.screen, s);
-                  EXPECT_LE(2 * plan.screen * n, cap * s);
+                  EXPECT_LE(3 * plan.screen * n, cap * s);
                   EXPECT_EQ(l.total - l.cand, rows * cap * 8);
                   for (int64_t off : {l.thresh, l.count, l.cand}) EXPECT_EQ(off % 16, 0);
                 } else {

@@ -264,7 +264,7 @@ def test_delegates_finish(kind, dtype):
 def screen_pieces(n, dtype):
     """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece)."""
     vec = 16 // torch.tensor([], dtype=dtype).element_size()
-    nv, pieces, piece_vecs = n // vec, 64, 32
+    nv, pieces, piece_vecs = n // vec, 16, 32  # kScreenPieces, kScreenPieceVecs
     return [(p * (nv - piece_vecs) // (pieces - 1) * vec, (p * (nv - piece_vecs) // (pieces - 1) + piece_vecs) * vec)
             for p in range(pieces)]
 
