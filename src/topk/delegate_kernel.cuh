@@ -62,12 +62,18 @@ struct GatherArgs {
 
 namespace flyops::topk::detail {
 
-// A block's screened candidates, staged in shared memory so that the row's counter sees one
-// claim per block (a claim per warp step queued ~10^3 deep per row on the H200: the stream
-// ran 4x slower at k = 1024).
+// A block's screening in shared memory. Vectors whose best key reaches the threshold are
+// queued as they stream by and their elements examined after the loads, every lane busy:
+// examined where found, each took the warp ~40 instructions for its one lane, and the bf16
+// stream, already issue-heavy, ran ~1.4x longer at 2% of vectors queued (H200). The
+// candidates are staged too, so that the row's counter sees one claim per block (a claim
+// per warp step queued ~10^3 deep per row: the stream ran 4x slower at k = 1024).
 struct ScreenStage {
+  uint4 queue[kScreenQueue];
+  uint32_t queue_v[kScreenQueue];
   uint2 list[kScreenBlockCap];
-  uint32_t count;  // may pass the capacity: those past it claimed their row slots directly
+  uint32_t queued;  // may pass kScreenQueue: then the row's finish takes the maxima
+  uint32_t count;   // may pass kScreenBlockCap: those past it claimed their row slots directly
   uint32_t base;
 };
 
@@ -83,11 +89,8 @@ FLYOPS_DEVICE uint32_t lane_claim(uint32_t* counter, uint32_t n) {
   return old;
 }
 
-// Stages the elements of vector v (q) whose order keys are at or above t; called for a
-// vector whose best key is (a few percent of them). Each hit costs the whole warp its
-// instructions (one lane usually has it), so the keys are the ones the best key came from
-// and the stores are unrolled: ~4x fewer instructions than a loop over the set bits with
-// a warp-aggregated claim (the stream turned issue-bound at k = 1024 on the H200).
+// Stages the elements of vector v (q) whose order keys are at or above t: each thread
+// claims its own slots and stores unrolled.
 template <typename Keys>
 FLYOPS_DEVICE void screen_append(const uint4& q, int64_t v, uint32_t t, bool largest, ScreenStage& st,
                                  uint32_t* count, uint2* cand, int64_t cap) {
@@ -124,9 +127,28 @@ FLYOPS_DEVICE void screen_append(const uint4& q, int64_t v, uint32_t t, bool lar
   }
 }
 
-// After the block's appends (a barrier between): its staged candidates to the row's list,
-// one counter claim.
-FLYOPS_DEVICE void screen_flush(ScreenStage& st, uint32_t* count, uint2* cand, int64_t cap) {
+// Queues vector v (q), whose best key reaches t, for screen_flush. A full queue (an eighth
+// of the block's vectors reach the threshold: far too low for this row) pushes the row's
+// count past `cap`, so that its finish takes the maxima.
+FLYOPS_DEVICE void screen_queue(const uint4& q, int64_t v, ScreenStage& st, uint32_t* count, int64_t cap) {
+  const uint32_t slot = lane_claim(&st.queued, 1u);
+  if (slot < kScreenQueue) {
+    st.queue[slot] = q;
+    st.queue_v[slot] = static_cast<uint32_t>(v);
+  } else if (slot == kScreenQueue) {
+    atomicAdd(count, static_cast<uint32_t>(cap) + 1u);
+  }
+}
+
+// After the block's loop (a barrier between): the queued vectors examined, then the staged
+// candidates to the row's list with one counter claim.
+template <typename Keys>
+FLYOPS_DEVICE void screen_flush(uint32_t t, bool largest, ScreenStage& st, uint32_t* count, uint2* cand,
+                                int64_t cap) {
+  const uint32_t nq = min(st.queued, static_cast<uint32_t>(kScreenQueue));
+  for (uint32_t i = threadIdx.x; i < nq; i += blockDim.x)
+    screen_append<Keys>(st.queue[i], st.queue_v[i], t, largest, st, count, cand, cap);
+  __syncthreads();
   const uint32_t n = min(st.count, static_cast<uint32_t>(kScreenBlockCap));
   if (n == 0) return;
   if (threadIdx.x == 0) st.base = atomicAdd(count, n);
@@ -165,7 +187,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
   uint32_t t = 0;
   __shared__ std::conditional_t<kScreen, detail::ScreenStage, char> stage;
   if constexpr (kScreen) {
-    if (threadIdx.x == 0) stage.count = 0;
+    if (threadIdx.x == 0) stage.queued = stage.count = 0;
     __syncthreads();
     flyops::tile::grid_dependency_wait();
     t = a.thresh[row];
@@ -177,7 +199,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
     const uint32_t m = max_order_key<Keys>(buf[u], largest);
     if constexpr (kScreen) {
       if (v < nv && m >= t)  // a few percent of the vectors
-        detail::screen_append<Keys>(buf[u], v, t, largest, stage, a.count + row, a.cand + row * a.cap, a.cap);
+        detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
     }
     uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
 #pragma unroll
@@ -190,7 +212,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ma
   }
   if constexpr (kScreen) {
     __syncthreads();
-    detail::screen_flush(stage, a.count + row, a.cand + row * a.cap, a.cap);
+    detail::screen_flush<Keys>(t, largest, stage, a.count + row, a.cand + row * a.cap, a.cap);
   }
 }
 

@@ -142,14 +142,14 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
 // One CTA per row reads kScreenPieces evenly spaced pieces of 32 vectors (512 bytes); the
 // row's threshold is a key with r to 1.5 r of the sampled keys at or above it (the floor of
 // a bin holding the r-th best). The maxima stream then also appends every element at or
-// above it to the row's candidate list (kScreenBlockCap per block staged in shared
-// memory). When at least k and at most the finish kernel's run capacity arrived, the
+// above it to the row's candidate list (through shared memory: delegate_kernel.cuh). When at least k and at most the finish kernel's run capacity arrived, the
 // finish selects from them alone; else it takes the group maxima as before.
 inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's blocks start beside it
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
 inline constexpr int kScreenPieces = kScreenThreads / 32 * kScreenVecsPerThread;
-inline constexpr int kScreenBlockCap = 256;
+inline constexpr int kScreenQueue = 128;     // vectors a maxima block examines after its loop
+inline constexpr int kScreenBlockCap = 256;  // candidates it stages
 
 // Keys a finish kernel of `elems` keys per thread holds: the most candidates it takes.
 inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * elems; }
