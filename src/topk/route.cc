@@ -193,11 +193,12 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if (forced < 0 || forced == 6 || forced == 8 || forced == 9) {
+  if (forced < 0 || (forced >= 6 && forced <= 10 && forced != 7)) {
     const int bytes = elem_bytes(p.dtype);
     const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 ? forced_c : 0);
     const int fe = forced == 8 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
-    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe, forced != 9))
+    const bool screen = forced == 10 || (forced != 9 && topk::prefer_screen(p));
+    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe, screen))
       return plan;
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;

@@ -148,7 +148,7 @@ inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
 inline constexpr int kScreenPieces = kScreenThreads / 32 * kScreenVecsPerThread;
-inline constexpr int kScreenQueue = 128;     // vectors a maxima block examines after its loop
+inline constexpr int kScreenQueue = 256;     // vectors a maxima block examines after its loop
 inline constexpr int kScreenBlockCap = 256;  // candidates it stages
 
 // Keys a finish kernel of `elems` keys per thread holds: the most candidates it takes.
@@ -162,14 +162,18 @@ inline int64_t screen_samples(int elem_bytes) { return int64_t{kScreenPieces} * 
 // best key, with a spread of about sqrt(r) / f for rows without structure: r = f k +
 // 4 sqrt(f k), rounded up, plus one, leaves fewer than k there about once in 10^4 such
 // rows. With up to 1.5 r sampled keys above the threshold, the expected list (1.5 r / f)
-// must also sit within half of `cap`, the finish kernel's run capacity.
+// must also sit within half of `cap`, the finish kernel's run capacity, and the vectors a
+// maxima block queues (each holding such an element) within half of its queue.
 inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
   const int64_t s = screen_samples(elem_bytes);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
   const double fk = f * static_cast<double>(k);
   const int64_t r = static_cast<int64_t>(fk + 4.0 * std::sqrt(fk)) + 2;
-  if (r > s || static_cast<double>(r) / f * 3.0 > static_cast<double>(cap)) return 0;
+  const double list = 1.5 * static_cast<double>(r) / f;  // elements at or above the threshold
+  const double per_vector = std::min(1.0, list / static_cast<double>(n) * (16 / elem_bytes));
+  const double block_vectors = static_cast<double>(kDelegateThreads) * kDelegateUnroll;
+  if (r > s || 2 * list > static_cast<double>(cap) || 2 * per_vector * block_vectors > kScreenQueue) return 0;
   return static_cast<int>(r);
 }
 

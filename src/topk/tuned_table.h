@@ -41,6 +41,16 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
          p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
 }
 
+// Screening the delegates' candidates (screen_kernel.cuh) for the finish kernel, where it
+// fits (traits.h, screen_rank), only for the shared-memory form (k > kFinishMaxK). Source:
+// screened against not in one process (session of 2026-11-30, tenth, run 8; sampling shapes
+// of 64 and 256 rows; docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
+// 1.12-1.37x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
+// one over ~2-4k, ~10 us), bf16 64 x 262144 k = 1024 1.27x; at k = 20-50 0.86-1.04x (the
+// register forms' finish saves ~5 us, the sampling kernel and the stream's queue cost as
+// much).
+inline bool prefer_screen(const TopkParams& p) { return p.k > kFinishMaxK; }
+
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the
 // routing shapes (rows 1, 4096, 16384, 65536 x N 8-256 x k 1-8, fp32 and bf16;
 // docs/perf-notes.md, TopK v10 and v24). 16-bit rows sort 32-bit composites: the group

@@ -284,18 +284,20 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16,screen>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4>");  // few rows
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16,screen>");  // keys in smem
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16>");  // keys in smem
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 8 MB
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
@@ -392,12 +394,20 @@ TEST(TopkDelegates, ScreenRank) {
         const double f = static_cast<double>(s) / static_cast<double>(n), expect = r / f;
         EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
         EXPECT_LE(3 * expect, static_cast<double>(cap)) << n << " " << k;  // 1.5 r sampled keys, half of cap
+        // and the vectors holding them (at most one element each, at worst) half of a
+        // maxima block's queue
+        EXPECT_LE(2 * 1.5 * expect / n * vec * topk::kDelegateThreads * topk::kDelegateUnroll,
+                  static_cast<double>(topk::kScreenQueue) * 1.0001) << n << " " << k;
       }
     }
     EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8)), 0);  // pieces would overlap
   }
   EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
-  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 2700 expected: over half of 4096
+  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 4000 expected: over half of 4096
+  // k = 1024 of 32000 fp32 or 151936 bf16: ~15-30% of the vectors would queue
+  EXPECT_EQ(topk::screen_rank(32000, 1024, 4, topk::finish_capacity(32)), 0);
+  EXPECT_EQ(topk::screen_rank(151936, 1024, 2, topk::finish_capacity(32)), 0);
+  EXPECT_GT(topk::screen_rank(262144, 1024, 2, topk::finish_capacity(32)), 0);
 }
 
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the

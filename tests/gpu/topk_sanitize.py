@@ -69,10 +69,10 @@ def main():
         failures += not check(torch.randn(3, 100001, device="cuda").to(dtype)[:, 1:], 50, False, False)
         x = torch.randn(4, 65536 + 32, device="cuda").to(dtype)[:, :65536]
         x[:, ::13] = float("nan")
-        # delegates (the finish kernel where k is small, screened where the row allows, else
-        # the two selections: 8 forces those, 9 the finish kernel without screening): many
+        # delegates (the finish kernel where k is small, else the two selections: 8 forces
+        # those; 9 the finish kernel without screening, 10 screened wherever it fits): many
         # rows, one long row, padded rows, NaNs (the screened finish falls back to the maxima)
-        for kind, vecs in ((6, 0), (6, 1), (6, 2), (6, 16), (8, 0), (8, 16), (9, 0)):
+        for kind, vecs in ((6, 0), (6, 1), (6, 2), (6, 16), (8, 0), (8, 16), (9, 0), (10, 0)):
             force(kind, vecs)
             for xx, k in ((x, 50), (torch.randn(2, 32768, device="cuda").to(dtype), 200),
                           (torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)):
@@ -86,7 +86,7 @@ def main():
         for largest, sorted in ((True, True), (False, False)):
             cases += 2
             failures += not check(x[:2], 1024, largest, sorted)
-            failures += not check(torch.randn(2, 65536, device="cuda").to(dtype), 1024, largest, sorted)  # screened
+            failures += not check(torch.randn(2, 262144, device="cuda").to(dtype), 1024, largest, sorted)  # screened
         force(-1, 0)
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1
