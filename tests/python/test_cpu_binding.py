@@ -262,7 +262,7 @@ def test_topk_routing_decisions():
     assert r(f32(1, 1 << 24), 100).startswith("flyops_topk_delegates<fp32")
     assert r(f32(1, (1 << 24) + 1)[:, 1:], 100).startswith("flyops_topk_two_stage<fp32")  # misaligned
     assert r(f32(256, 262144), 50) == "flyops_topk_delegates<fp32,g64,finish8>"
-    assert r(f32(256, 262144), 1024) == "flyops_topk_delegates<fp32,g16,finish32>"  # keys in shared memory
+    assert r(f32(256, 262144), 1024) == "flyops_topk_delegates<fp32,g16,finish32,screen>"  # keys in shared memory, screened
     assert r(f32(300, 64), 5, 0) == "stock (dim is not the last (moving it last would cost a copy))"
     assert r(f32(300, 64).t(), 5) == "stock (rows not contiguous (unsupported layout))"
     assert r(f32(4, 100), 101) == "stock (k out of range)"
