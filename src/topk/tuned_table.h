@@ -45,10 +45,10 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
 // fits (traits.h, screen_rank), only for the shared-memory form (k > kFinishMaxK). Source:
 // screened against not in one process (session of 2026-11-30, tenth, run 8; sampling shapes
 // of 64 and 256 rows; docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
-// 1.12-1.37x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
-// one over ~2-4k, ~10 us), bf16 64 x 262144 k = 1024 1.27x; at k = 20-50 0.86-1.04x (the
-// register forms' finish saves ~5 us, the sampling kernel and the stream's queue cost as
-// much).
+// 1.11-1.38x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
+// one over ~2-4k, ~10 us), bf16 1.17-1.29x (run 10, a queue of 512); at k = 20-50
+// 0.86-1.04x (the register forms' finish saves ~5 us, the sampling kernel and the
+// stream's queue cost as much).
 inline bool prefer_screen(const TopkParams& p) { return p.k > kFinishMaxK; }
 
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the

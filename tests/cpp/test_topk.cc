@@ -287,7 +287,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
@@ -404,9 +404,10 @@ TEST(TopkDelegates, ScreenRank) {
   }
   EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
   EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 4000 expected: over half of 4096
-  // k = 1024 of 32000 fp32 or 151936 bf16: ~15-30% of the vectors would queue
+  // k = 1024 of 32000 (fp32 or bf16): ~30% of the vectors would queue; of 151936 bf16 ~15%
   EXPECT_EQ(topk::screen_rank(32000, 1024, 4, topk::finish_capacity(32)), 0);
-  EXPECT_EQ(topk::screen_rank(151936, 1024, 2, topk::finish_capacity(32)), 0);
+  EXPECT_EQ(topk::screen_rank(32000, 1024, 2, topk::finish_capacity(16)), 0);
+  EXPECT_GT(topk::screen_rank(151936, 1024, 2, topk::finish_capacity(32)), 0);
   EXPECT_GT(topk::screen_rank(262144, 1024, 2, topk::finish_capacity(32)), 0);
 }
 
