@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       // NaNs share one key and their ties must go to the lowest positions, which the list's
       // order does not keep: rows with NaN candidates take the maxima (the barrier also
       // completes the shared-memory fill).
-      const bool nan = largest ? range.mx == Keys::kMask : range.mn == 0u;
+      const bool nan = is_nan_key<Keys>(largest ? range.mx : range.mn, largest);
       if (!__syncthreads_or(nan)) list = l;
       else range = KeyRange{};
       mark();
