@@ -122,32 +122,50 @@ FLYOPS_DEVICE bool bucket_order_desc(const uint64_t* key, const uint32_t* val, i
   constexpr int kWarps = kThreads / 32, kPer = kOrderBuckets / kThreads;
   static_assert(kOrderBuckets % kThreads == 0, "whole buckets per thread");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  uint64_t lo = ~uint64_t{0}, hi = 0;
+  // The least and greatest key (high halves) and ~position (low halves).
+  uint32_t klo = 0xffffffffu, khi = 0, plo = 0xffffffffu, phi = 0;
   for (int i = tid; i < n; i += kThreads) {
     const uint64_t c = key[i];
-    lo = c < lo ? c : lo;
-    hi = c > hi ? c : hi;
+    const uint32_t kh = static_cast<uint32_t>(c >> 32), pl = static_cast<uint32_t>(c);
+    klo = min(klo, kh);
+    khi = max(khi, kh);
+    plo = min(plo, pl);
+    phi = max(phi, pl);
   }
-  hi = tile::warp_max_u64(hi);
-  lo = ~tile::warp_max_u64(~lo);
+  uint32_t* m32 = reinterpret_cast<uint32_t*>(mm);
+  klo = __reduce_min_sync(0xffffffffu, klo);
+  khi = __reduce_max_sync(0xffffffffu, khi);
+  plo = __reduce_min_sync(0xffffffffu, plo);
+  phi = __reduce_max_sync(0xffffffffu, phi);
   if (lane == 0) {
-    mm[warp] = lo;
-    mm[kWarps + warp] = hi;
+    m32[4 * warp] = klo;
+    m32[4 * warp + 1] = khi;
+    m32[4 * warp + 2] = plo;
+    m32[4 * warp + 3] = phi;
   }
   for (int b = tid; b < kOrderBuckets; b += kThreads) bins[b] = 0;
   __syncthreads();
-  lo = ~uint64_t{0};
-  hi = 0;
   for (int w = 0; w < kWarps; ++w) {
-    lo = mm[w] < lo ? mm[w] : lo;
-    hi = mm[kWarps + w] > hi ? mm[kWarps + w] : hi;
+    klo = min(klo, m32[4 * w]);
+    khi = max(khi, m32[4 * w + 1]);
+    plo = min(plo, m32[4 * w + 2]);
+    phi = max(phi, m32[4 * w + 3]);
   }
-  // Buckets split the span hi - lo evenly (not the bits below the common prefix: the top
-  // 1024 of 32000 normal values straddle 2.0, whose bits differ from 1.9's from the
-  // exponent's top bit down, and all of [1.875, 2) would share one bucket).
-  const int top = 63 - __clzll(static_cast<long long>(hi - lo));
+  // Buckets split evenly the span of each composite's rank in a dense numbering, (key -
+  // least key) * W + (~position - least), W the positions' span: monotone in the composite,
+  // and below 2^64. Not the bits below the common prefix: the top 1024 of 32000 normal
+  // values straddle 2.0, whose bits differ from 1.9's from the exponent's top bit down, and
+  // all of [1.875, 2) would share one bucket. Not the composites themselves either: 16-bit
+  // keys repeat (~100 times a value among 2000 of 150k bf16 normals), and one key's
+  // elements, whose positions only differ in the low bits, would all share one bucket.
+  const uint64_t width = uint64_t{phi - plo} + 1;
+  auto dense = [&](uint64_t c) {
+    return uint64_t{static_cast<uint32_t>(c >> 32) - klo} * width + (static_cast<uint32_t>(c) - plo);
+  };
+  const uint64_t span = uint64_t{khi - klo} * width + (phi - plo);
+  const int top = 63 - __clzll(static_cast<long long>(span));
   const int shift = top >= 11 ? top + 1 - 11 : 0;
-  auto bucket = [&](uint64_t c) { return static_cast<uint32_t>((c - lo) >> shift); };
+  auto bucket = [&](uint64_t c) { return static_cast<uint32_t>(dense(c) >> shift); };
   for (int i = tid; i < n; i += kThreads) atomicAdd(&bins[bucket(key[i])], 1u);
   __syncthreads();
   // A bucket's first slot: the elements in the buckets above it (this thread's own, then

@@ -10,6 +10,9 @@
 //            list on the first scan) and feed the next digit's histogram; below, dropped.
 //   repeat   over the candidates with the next digit until the bin holds exactly the
 //            elements still needed, or the key is fully known.
+//   gather   (a first bin too large for rank 0 to rank, small enough to send whole) every
+//            CTA sends each element at or above the bin to rank 0, which orders them all
+//            and keeps the k best: one cluster exchange instead of more digit rounds.
 //
 // Digits walk a composite key (order key : ~position). The position bits are only used
 // when the k-th key is NaN, whose ties must go to the lowest positions as in stock (NaN
@@ -59,6 +62,7 @@ struct ClusterArgs {
   int sort_cap;  // power of two >= k when sorted, else 0
   int stage_cap; // output elements staged per CTA before claiming slots
   int data_bytes; // shared memory before the sort buffers (cluster_geometry)
+  int gather_cap;  // the gather ending's capacity (<= sort_cap), 0 without it
 };
 
 #if defined(__CUDACC__)
@@ -99,12 +103,16 @@ enum Ends : uint32_t {
   kNextDigit = 0,  // refine the bin by the next digit
   kWholeBin = 1,   // every element of the bin is needed
   kSmallBin = 2,   // few enough to finish at rank 0: it ranks the bin and takes the best
+  kGather = 3,     // the first bin and everything above it go to rank 0, which keeps the best
 };
 static_assert(kSmallBinCap * 12 <= kBins * 4, "the bin buffer lives in the reduction bins");
-
-// Rank 0: the bin of `red` (nb bins) holding the need-th largest element.
+// Rank 0: the bin of `red` (nb bins) holding the need-th largest element, and how the digit
+// loop ends with it. `small_ok`: rank 0 may rank a small final bin; `gather`: at most this
+// many elements (the bin and every one above it) may be gathered at rank 0 (never from bin
+// 0: the scan then counts every element from the bin's floor as above it, floor - 1).
 template <int kThreads>
-FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Control& ctl) {
+FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, bool small_ok, uint32_t gather,
+                              Control& ctl) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int per = nb > kThreads ? nb / kThreads : 1;
   const int first = tid * per;
@@ -122,7 +130,10 @@ FLYOPS_DEVICE void select_bin(const uint32_t* red, int nb, uint32_t need, Contro
       if (above + c >= need) {
         ctl.sel[0] = static_cast<uint32_t>(b);
         ctl.sel[1] = need - above;
-        ctl.sel[2] = c == need - above ? kWholeBin : c <= kSmallBinCap ? kSmallBin : kNextDigit;
+        ctl.sel[2] = c == need - above              ? kWholeBin
+                     : small_ok && c <= kSmallBinCap ? kSmallBin
+                     : b > 0 && above + c <= gather  ? kGather
+                                                     : kNextDigit;
         ctl.sel[3] = c;
         break;
       }
@@ -261,11 +272,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   Raw* vals_out = static_cast<Raw*>(a.values) + row * a.out_stride;
   int64_t* idx_out = a.indices + row * a.out_stride;
 
-  // One output element: global memory when unsorted, else rank 0's sort buffer.
+  // One output element: global memory when unsorted, else rank 0's sort buffer (and there
+  // too, as a candidate, when gathering: the ending is read from shared memory, since a flag
+  // kept in a register through the scan made the fp32 kernel spill).
   auto write_out = [&](uint32_t slot, uint32_t key, int i) {
     const uint32_t idx = out_index(i);
     const uint32_t raw = raw_of(key, i);
-    if (a.sorted) {
+    if (a.sorted || ctl.bcast[2] == detail::kGather) {
       tile::peer_store_u64(tile::peer_addr(&sort_key[slot], 0), composite(key, idx));
       tile::peer_store_u32(tile::peer_addr(&sort_val[slot], 0), raw);
     } else {
@@ -367,8 +380,14 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     // Rank 0 selects, clears its bins for the next round, then stores the selection into
     // every CTA and arrives on its barrier: one release/acquire hand-off instead of a second
     // cluster barrier and a remote load (a peer's next histogram lands only after it).
+    // (A lone CTA's digit round has no cluster barriers and measured cheaper. The staging
+    // must hold a CTA's share of the output and all of the bin, so no bin element claims
+    // its slot from the scan.)
+    const bool small_ok = csize > 1 && a.stage_cap >= min(a.slice, k + static_cast<int>(kSmallBinCap));
     if (rank == 0) {
-      detail::select_bin<kThreads>(red, nb, need, ctl);
+      // Gathering only after the first digit: no element has its output slot yet.
+      detail::select_bin<kThreads>(red, nb, need, small_ok, first_scan ? static_cast<uint32_t>(a.gather_cap) : 0u,
+                                   ctl);
       __syncthreads();
       for (int b = tid; b < nb; b += kThreads) red[b] = 0;
       __syncthreads();
@@ -388,16 +407,14 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     // key is fully known and they are equal bits), or when rank 0 can rank the bin.
     const bool any_will_do = ctl.bcast[2] == detail::kWholeBin || nh == 0 ||
                              (nh == 32 && !is_nan_key<Keys>(static_cast<uint32_t>(nprefix), largest));
-    // (A lone CTA's digit round has no cluster barriers and measured cheaper. The staging
-    // must hold a CTA's share of the output and all of the bin, so no bin element claims
-    // its slot from the scan.)
-    const bool small_ok = csize > 1 && a.stage_cap >= min(a.slice, k + static_cast<int>(kSmallBinCap));
-    const bool done = any_will_do || (ctl.bcast[2] == detail::kSmallBin && small_ok);
+    const bool gather = ctl.bcast[2] == detail::kGather;
+    // (small_ok is implied by kSmallBin, but without it here the fp32 kernel spilled.)
+    const bool done = any_will_do || (ctl.bcast[2] == detail::kSmallBin && small_ok) || gather;
     const int nwidth = done ? 0 : detail::digit_width(nh);
     if (done) {
       final_need = nneed;                               // equal elements still to take
       final_eq_base = static_cast<uint32_t>(k) - nneed;  // their slots follow the greater ones
-      small_bin = any_will_do ? 0 : ctl.bcast[3];
+      small_bin = any_will_do || gather ? 0 : ctl.bcast[3];
     }
 
     // Act on one element that may matter: above the new prefix, emit; equal, emit (when
@@ -436,7 +453,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       const int s_old = h - 32, s_new = nh - 32;
       const uint32_t old_hi = static_cast<uint32_t>(((prefix << s_old) | ((uint64_t{1} << s_old) - 1)) & Keys::kMask);
       const uint32_t new_lo = static_cast<uint32_t>(nprefix << s_new);
-      const uint32_t new_hi = static_cast<uint32_t>(new_lo | ((uint64_t{1} << s_new) - 1));
+      // Gathering, every element from the bin's floor up counts as above it (bin > 0).
+      const uint32_t new_hi = gather ? new_lo - 1 : static_cast<uint32_t>(new_lo | ((uint64_t{1} << s_new) - 1));
       auto visit = [&](bool valid, uint32_t key, int i) {
         const bool any = valid && key >= new_lo && key <= old_hi;
         if (!__any_sync(0xffffffffu, any)) return;
@@ -536,7 +554,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   detail::cluster_or_cta_sync(csize);
   mark();
   auto dump = [&] { trace.dump(csize > 1 ? "cluster (cnt, k)" : "cta (cnt, k)", cnt, k); };
-  if (rank != 0 || (!a.sorted && small_bin == 0)) {
+  if (rank != 0 || (!a.sorted && small_bin == 0 && ctl.bcast[2] != detail::kGather)) {
     dump();
     return;
   }
@@ -588,12 +606,19 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   }
 
   // ---- rank 0: the k composites in order, largest first -----------------------------------
-  // By buckets scattered into the slice's shared memory (idle since the final barrier) when
-  // it holds them.
-  const bool room = int64_t{k} * 12 <= int64_t{L.sort_key - L.data};
-  order_desc<kThreads>(sort_key, sort_val, k, a.sort_cap, room ? smem + L.data : nullptr, hist, ctl.warp_sum,
+  // Gathered, every element at or above the first bin is ordered and the k best go out (the
+  // bitonic fallback over the power of two above them): ~2 ns an element, which is why the
+  // gather stops at kGatherCap. By buckets scattered into the slice's shared memory (idle
+  // since the final barrier) when it holds them (cluster_geometry makes room for the sort
+  // buffer's capacity when gathering).
+  // (The selection's ending from shared memory: the flag's register stays free here.)
+  const bool gathered = ctl.bcast[2] == detail::kGather;
+  const int n_ord = gathered ? static_cast<int>(ctl.gt) : k;  // every claim landed before the barrier
+  const int p_ord = gathered ? static_cast<int>(pow2_ceil(static_cast<uint32_t>(n_ord))) : a.sort_cap;
+  const bool room = int64_t{n_ord} * 12 <= int64_t{L.sort_key - L.data};
+  order_desc<kThreads>(sort_key, sort_val, n_ord, p_ord, room ? smem + L.data : nullptr, hist, ctl.warp_sum,
                        reinterpret_cast<uint64_t*>(red), [&](uint32_t slot, uint64_t c, uint32_t raw) {
-                         write_final(slot, static_cast<uint32_t>(c), raw);
+                         if (slot < static_cast<uint32_t>(k)) write_final(slot, static_cast<uint32_t>(c), raw);
                        });
   mark();
   dump();

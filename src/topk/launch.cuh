@@ -106,7 +106,7 @@ struct Launcher {
 
   // One cluster launch: `a` has everything but the geometry.
   static Status cluster(ClusterArgs a, int64_t n_max, int cluster, cudaStream_t stream, int device) {
-    const ClusterGeometry g = cluster_geometry(n_max, cluster, sizeof(Raw), a.k, a.sorted);
+    const ClusterGeometry g = cluster_geometry(n_max, cluster, sizeof(Raw), a.k, a.sorted, a.gather_cap);
     if (!g.fits || !prepare(device)) return Status::kUnsupported;
     a.slice = g.slice;
     a.cand_cap = g.cand_cap;
@@ -117,8 +117,10 @@ struct Launcher {
                                          dim3(kClusterThreads), g.smem, stream, cluster, a));
   }
 
-  static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0) {
+  static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0,
+                         int gather = 0) {
     ClusterArgs a{};
+    a.gather_cap = gather;
     a.group_map = group_map;
     a.group_log2 = group_log2;
     a.x = p.x;
@@ -310,7 +312,7 @@ struct Launcher {
     switch (plan.kind) {
       case TopkPlan::Kind::kWarp: return warp(p);
       case TopkPlan::Kind::kGroup: return group(p);
-      case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster);
+      case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster, nullptr, 0, plan.gather);
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
       case TopkPlan::Kind::kDelegate: return delegates(p, plan);

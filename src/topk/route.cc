@@ -56,9 +56,17 @@ int argmax_cluster(int64_t rows, int64_t n, const DeviceInfo& dev) {
   return c;
 }
 
-bool cluster_fits(int64_t n, int c, DType t, int64_t k, bool sorted) {
+bool cluster_fits(int64_t n, int c, DType t, int64_t k, bool sorted, int gather = 0) {
   return c >= 1 && c <= topk::kMaxCluster &&
-         topk::cluster_geometry(n, c, elem_bytes(t), k, sorted).fits;
+         topk::cluster_geometry(n, c, elem_bytes(t), k, sorted, gather).fits;
+}
+
+// The gather ending (cluster_kernel.cuh) for a one-pass cluster plan of c CTAs a row: where
+// the grid fits the GPU in one wave, so its larger shared memory costs no occupancy.
+int gather_for(const TopkParams& p, int c, const DeviceInfo& dev) {
+  if (p.rows * c > int64_t(dev.sm_count) || !cluster_fits(p.n, c, p.dtype, p.k, p.sorted, topk::kGatherCap))
+    return 0;
+  return topk::kGatherCap;
 }
 
 // Huge rows: segments of one or more CTAs each, so that stage 2 holds segments * k elements
@@ -169,23 +177,26 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     plan.cluster = forced_c;
     return plan;
   }
-  if (forced == 2 && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
+  // 11: as 2, without the gather ending (A/B).
+  const bool radix_only = forced == 2 || forced == 3 || forced == 11;
+  if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
     plan.kind = TopkPlan::Kind::kCluster;
     plan.cluster = forced_c;
+    plan.gather = forced == 2 ? gather_for(p, forced_c, dev) : 0;
     return plan;
   }
 
   // Short rows: the group kernel where it measured faster than the warp kernel
   // (tuned_table.h), else the warp kernel.
-  if (topk::prefer_group(p) && forced != 2 && forced != 3) {
+  if (topk::prefer_group(p) && !radix_only) {
     plan.kind = TopkPlan::Kind::kGroup;
     return plan;
   }
-  if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && forced != 2 && forced != 3) {
+  if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && !radix_only) {
     plan.kind = TopkPlan::Kind::kWarp;
     return plan;
   }
-  if (p.k == 1 && forced != 2 && forced != 3) {
+  if (p.k == 1 && !radix_only) {
     const int ca = argmax_cluster(p.rows, p.n, dev);
     if (ca != 0) {
       plan.kind = TopkPlan::Kind::kArgmax;
@@ -207,6 +218,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     if (!cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) return stock("k too large to sort in shared memory");
     plan.kind = TopkPlan::Kind::kCluster;
     plan.cluster = c;
+    plan.gather = forced == 11 ? 0 : gather_for(p, c, dev);
     return plan;
   }
   if (two_stage_plan(p, dev, plan)) return plan;
@@ -242,7 +254,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kGroup: std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kCluster:
-      std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d>", dtype_name(dtype), plan.cluster);
+      std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d%s>", dtype_name(dtype), plan.cluster,
+                    plan.gather != 0 ? ",gather" : "");
       break;
     case TopkPlan::Kind::kArgmax:
       std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);

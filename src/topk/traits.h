@@ -194,6 +194,15 @@ inline constexpr int kMaxDynSmem = 227 * 1024 - 1024;
 // A final bin of at most this many elements is finished by rank 0 (ranked in its
 // reduction bins) instead of refined by another digit round across the cluster.
 inline constexpr uint32_t kSmallBinCap = 256;
+// A larger first bin: when it and the elements above it number at most this many, every CTA
+// sends them all to rank 0, which orders them and keeps the k best (the gather ending),
+// instead of another digit round across the cluster. A large k's first bin holds ~0.5-2.5k
+// elements of a random row (11 bits: a quarter of an exponent step). Rank 0 orders ~1 us
+// per 512 elements, and a second digit round costs ~3.5-5 us: past ~3000 gathered the two
+// measured even (TopK v46), so the cap keeps a margin. The gather buffer is rank 0's sort
+// buffer, so it costs every CTA that much shared memory: only where the clusters fit one
+// wave anyway (route.cc).
+inline constexpr int kGatherCap = 2048;
 
 // Dynamic shared memory of one CTA, in bytes, and the offsets of its parts.
 struct ClusterSmem {
@@ -221,13 +230,15 @@ FLYOPS_HD ClusterSmem cluster_smem(int data_bytes, int cand_cap, int sort_cap, i
 struct ClusterGeometry {
   int slice = 0;     // elements per CTA, a multiple of 8
   int cand_cap = 0;  // first-scan candidates kept per CTA
-  int sort_cap = 0;  // power of two >= k when sorted
+  int sort_cap = 0;  // power of two >= k when sorted, and >= the gather capacity
   int stage_cap = 0; // output elements a CTA stages before claiming their slots
   int data_bytes = 0;
   int smem = 0;
   bool fits = false;
 };
-inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, int64_t k, bool sorted) {
+// `gather`: the gather ending's capacity (kGatherCap), or 0 without it.
+inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, int64_t k, bool sorted,
+                                        int gather = 0) {
   ClusterGeometry g;
   const int64_t slice = ((n + cluster - 1) / cluster + 7) / 8 * 8;
   if (slice * elem_bytes > 2 * kSliceBytes || k > (int64_t{1} << 20)) return g;
@@ -236,6 +247,7 @@ inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, 
   // slice for real data; more (all-equal rows) falls back to rescanning the slice.
   g.cand_cap = static_cast<int>(slice / 8 < 256 ? 256 : (slice / 8 > 2048 ? 2048 : slice / 8));
   g.sort_cap = sorted ? static_cast<int>(pow2_ceil(k)) : 0;
+  if (gather > 0 && pow2_ceil(gather) > g.sort_cap) g.sort_cap = static_cast<int>(pow2_ceil(gather));
   // Staging: a CTA's share of the output (k at most) and, in a cluster, a small final bin.
   const int64_t want = k + (cluster > 1 ? kSmallBinCap : 0);
   g.stage_cap = static_cast<int>(want < slice ? (want < 2048 ? want : 2048) : (slice < 2048 ? slice : 2048));
@@ -248,7 +260,9 @@ inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, 
       cluster_smem(g.sort_cap * 12, g.cand_cap, g.sort_cap, g.stage_cap).total <= kMaxDynSmem)
     g.data_bytes = g.sort_cap * 12;
   g.smem = cluster_smem(g.data_bytes, g.cand_cap, g.sort_cap, g.stage_cap).total;
-  g.fits = g.smem <= kMaxDynSmem;
+  // Gathering, rank 0 compacts the k best into the slice's memory and may order all it
+  // gathered there: both need that room.
+  g.fits = g.smem <= kMaxDynSmem && (gather == 0 || g.data_bytes >= g.sort_cap * 12);
   return g;
 }
 

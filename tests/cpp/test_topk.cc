@@ -283,7 +283,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
@@ -293,12 +293,12 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16>");  // one row
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16,gather>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4>");  // few rows
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // few rows: one wave
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16>");  // keys in smem
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4>");  // 8 MB
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4,gather>");  // 8 MB
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
   TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // only groups far below sqrt(n / k)
@@ -423,7 +423,14 @@ TEST(TopkRoute, PlansFit) {
             const TopkParams p = params(t, rows, n, k, sorted);
             const TopkPlan plan = topk_choose(p, kH200);
             if (plan.kind == TopkPlan::Kind::kCluster) {
-              EXPECT_TRUE(topk::cluster_geometry(n, plan.cluster, static_cast<int>(dtype_size(t)), k, sorted).fits);
+              const topk::ClusterGeometry g = topk::cluster_geometry(n, plan.cluster, static_cast<int>(dtype_size(t)),
+                                                                     k, sorted, plan.gather);
+              EXPECT_TRUE(g.fits);
+              if (plan.gather != 0) {  // one wave; the buffer and the bucket scatter hold every gathered element
+                EXPECT_LE(rows * plan.cluster, kH200.sm_count);
+                EXPECT_GE(g.sort_cap, plan.gather);
+                EXPECT_GE(g.data_bytes, g.sort_cap * 12);
+              }
             }
             if (plan.kind == TopkPlan::Kind::kTwoStage) {
               EXPECT_GT(topk_workspace_bytes(p, plan), size_t(0));

@@ -57,6 +57,14 @@ def main():
             x[:, 1::9] = -0.0
             cases += 1
             failures += not check(x, 300)
+        for c in (1, 16):  # the gather ending: a NaN first bin of ~2000, and a sorted row whose
+            force(2, c)   # candidates all sit in the last slice (past its staging)
+            x = torch.randn(2, 40000, device="cuda").to(dtype)
+            x[0, ::20] = float("nan")
+            x[1] = x[1].sort().values
+            cases += 2
+            failures += not check(x, 300)
+            failures += not check(x, 1000, True, False)
         for c in (1, 16):
             force(4, c)
             x = torch.randn(3, 40001, device="cuda").to(dtype)[:, 1:]

@@ -339,6 +339,45 @@ def test_mixed_slices_in_one_cluster(dtype):
             assert_same_as_stock(rows[:, 1:], k, sorted=False)  # misaligned rows: no bulk copy
 
 
+def gather_rows(N, dtype, gen):
+    """Rows whose first bin and the elements above it (k = 300-1000) number more than rank 0
+    ranks (256) and at most the gather ending's capacity (2048), and some that do not (k =
+    2500, few distinct values)."""
+    r = torch.rand(N, generator=gen)
+    normal = torch.randn(N, generator=gen)
+    nan = normal.clone()  # ~1970 NaNs of both signs: their one key is the first bin
+    nan[r < 0.015] = float("nan")
+    nan[(r >= 0.015) & (r < 0.03)] = -float("nan")
+    zeros = -normal.abs() - 0.5  # ~1300 each of +0.0 and -0.0 above negatives: two bins
+    zeros[r < 0.02] = 0.0
+    zeros[(r >= 0.02) & (r < 0.04)] = -0.0
+    asc = torch.sort(normal).values  # every candidate in the last slice: past its staging
+    few = torch.randint(-2, 3, (N,), generator=gen).float()  # bins too large: more digits
+    return torch.stack([normal, nan, zeros, asc, asc.flip(0), few]).to(dtype).cuda()
+
+
+@pytest.mark.parametrize("cluster", [1, 4, 16])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gather_ending(cluster, dtype):
+    """The cluster kernel's gather ending (rank 0 orders every element at or above a large
+    first bin) against stock, and the same rows without it (force 11)."""
+    N = 65536
+    if N // cluster * x_bytes(dtype) > 128 * 1024:
+        pytest.skip("slice past 128 KB")
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    rows = gather_rows(N, dtype, gen)
+    for force in (2, 11):
+        torch.ops.flyops._topk_force(force, cluster)
+        name = torch.ops.flyops._route_topk(rows, 1000)
+        assert name.startswith("flyops_topk_cluster") and (name.endswith(",gather>") == (force == 2)), name
+        for k in (300, 1000, 2500):
+            for largest in (True, False):
+                x = rows if largest else -rows
+                for sorted in (True, False):
+                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+        assert_same_as_stock(rows[:, 1:], 1000)  # misaligned rows: no bulk copy
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_one_warps_candidates_overflow_its_share(dtype):
     """The cluster kernel keeps each warp's first-scan candidates in its own share of the
