@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   int64_t* idx_out = a.indices + row * a.out_stride;
 
   // One output element: global memory when unsorted, else rank 0's sort buffer (and there
-  // too, as a candidate, when gathering: the ending is read from shared memory, since a flag
-  // kept in a register through the scan made the fp32 kernel spill).
+  // too, as a candidate, when gathering: the ending is chosen in the digit loop, below, and
+  // read here from where the hand-off stored it).
   auto write_out = [&](uint32_t slot, uint32_t key, int i) {
     const uint32_t idx = out_index(i);
     const uint32_t raw = raw_of(key, i);
@@ -610,8 +610,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   // bitonic fallback over the power of two above them): ~2 ns an element, which is why the
   // gather stops at kGatherCap. By buckets scattered into the slice's shared memory (idle
   // since the final barrier) when it holds them (cluster_geometry makes room for the sort
-  // buffer's capacity when gathering).
-  // (The selection's ending from shared memory: the flag's register stays free here.)
+  // buffer's capacity when gathering). (The ending from shared memory: a flag kept in a
+  // register from the loop made the kernel spill.)
   const bool gathered = ctl.bcast[2] == detail::kGather;
   const int n_ord = gathered ? static_cast<int>(ctl.gt) : k;  // every claim landed before the barrier
   const int p_ord = gathered ? static_cast<int>(pow2_ceil(static_cast<uint32_t>(n_ord))) : a.sort_cap;

@@ -142,8 +142,9 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
 // One CTA per row reads kScreenPieces evenly spaced pieces of 32 vectors (512 bytes); the
 // row's threshold is a key with r to 1.5 r of the sampled keys at or above it (the floor of
 // a bin holding the r-th best). The maxima stream then also appends every element at or
-// above it to the row's candidate list (through shared memory: delegate_kernel.cuh). When at least k and at most the finish kernel's run capacity arrived, the
-// finish selects from them alone; else it takes the group maxima as before.
+// above it to the row's candidate list (through shared memory: delegate_kernel.cuh). When
+// at least k and at most the finish kernel's run capacity arrived, the finish selects from
+// them alone; else it takes the group maxima as before.
 inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's blocks start beside it
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
