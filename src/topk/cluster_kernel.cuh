@@ -91,10 +91,9 @@ struct Control {
   uint32_t sel[4];    // rank 0: the selected bin, its elements still needed, how it ends
                       // (Ends), how many elements it holds
   uint32_t bcast[4];  // the selection, stored here by rank 0
-  uint32_t nstage;    // output elements staged in this CTA (may exceed stage_cap)
   uint64_t load_bar;  // the slice's bulk copy completes here
   uint64_t sel_bar;   // rank 0 arrives here once a round, after storing bcast
-  uint32_t flush[4];  // staged gt / eq counts (then local cursors), their slot bases in rank 0
+  uint32_t flush[4];  // cursors over the staged gt / eq elements, their slot bases in rank 0
   uint32_t warp_sum[kClusterThreads / 32];
 };
 
@@ -192,8 +191,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     red[i] = 0;
   }
   if (tid == 0) {
-    ctl.gt = ctl.eq = ctl.nstage = ctl.cand_over = 0;
-    ctl.flush[0] = ctl.flush[1] = 0;
+    ctl.gt = ctl.eq = ctl.cand_over = 0;
     tile::mbarrier_init(&ctl.sel_bar, 1);
   }
   __syncthreads();
@@ -298,8 +296,11 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   };
 
   // Output elements are staged in shared memory and claim their rank-0 slots once per CTA
-  // at the end: a remote atomic per warp step would put DSMEM latency in the scan. Past
-  // the staging capacity (huge unsorted k) they claim directly. All lanes call it.
+  // at the end: a remote atomic per warp step would put DSMEM latency in the scan. Each warp
+  // stages into its own share, counted in a register (the same in every lane): one count
+  // per CTA took a returning shared atomic per warp step with a hit, on one address, and at
+  // k = 1024 most steps hit. Past its share (huge unsorted k, a warp's run of hits) an
+  // element claims its slot directly. All lanes call it.
   uint32_t final_need = 0, final_eq_base = 0;
   uint32_t small_bin = 0;  // elements of the final bin when rank 0 ranks it, else 0
   uint64_t* bin_key = reinterpret_cast<uint64_t*>(red);
@@ -316,29 +317,25 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       write_out(final_eq_base + s, key, i);
     }
   };
+  // (The share's start is recomputed where used: two more pointers kept through the scan
+  // made the kernel spill.)
+  const int stage_share = a.stage_cap / (kThreads / 32);
+  uint32_t wstage = 0;  // this warp's staged elements (may pass its share)
   auto stage = [&](bool pred, uint32_t key, int i, bool is_eq) {
     const uint32_t ballot = __ballot_sync(0xffffffffu, pred);
     if (ballot == 0) return;
-    const int leader = __ffs(ballot) - 1;
-    uint32_t base = 0;
-    if (lane == leader) {
-      const uint32_t n = __popc(ballot), cap = static_cast<uint32_t>(a.stage_cap);
-      base = atomicAdd(&ctl.nstage, n);
-      // Counted per kind as they are staged (slots base.. are contiguous): the flush then
-      // claims its rank-0 slots without a pass over the staging.
-      const uint32_t kept = base >= cap ? 0u : min(n, cap - base);
-      if (kept != 0) atomicAdd(&ctl.flush[is_eq ? 1 : 0], kept);
-    }
-    const uint32_t slot = __shfl_sync(0xffffffffu, base, leader) + __popc(ballot & tile::lanemask_lt());
-    const bool staged = slot < static_cast<uint32_t>(a.stage_cap);
+    const uint32_t slot = wstage + __popc(ballot & tile::lanemask_lt());
+    wstage += __popc(ballot);
+    const bool staged = slot < static_cast<uint32_t>(stage_share);
     if (pred && staged) {
-      stage_key[slot] = key;
-      stage_pos[slot] = static_cast<uint32_t>(i) | (is_eq ? 0x80000000u : 0u);
+      const int at = warp * stage_share + static_cast<int>(slot);
+      stage_key[at] = key;
+      stage_pos[at] = static_cast<uint32_t>(i) | (is_eq ? 0x80000000u : 0u);
     }
     const uint32_t s = claim(pred && !staged, is_eq ? eq_addr : gt_addr);
-    if (pred && !staged) {  // never a small bin's element: the staging holds them all
+    if (pred && !staged) {
       if (!is_eq) write_out(s, key, i);
-      else if (s < final_need) write_out(final_eq_base + s, key, i);
+      else emit_eq(s, key, i);
     }
   };
 
@@ -381,8 +378,8 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     // every CTA and arrives on its barrier: one release/acquire hand-off instead of a second
     // cluster barrier and a remote load (a peer's next histogram lands only after it).
     // (A lone CTA's digit round has no cluster barriers and measured cheaper. The staging
-    // must hold a CTA's share of the output and all of the bin, so no bin element claims
-    // its slot from the scan.)
+    // must hold a CTA's share of the output and all of the bin, so that few elements claim
+    // their slots from the scan, one warp step at a time.)
     const bool small_ok = csize > 1 && a.stage_cap >= min(a.slice, k + static_cast<int>(kSmallBinCap));
     if (rank == 0) {
       // Gathering only after the first digit: no element has its output slot yet.
@@ -528,24 +525,39 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   }
 
   // ---- flush the staged elements: one slot claim per CTA for each kind -------------------
+  // Each warp counts its share's elements of each kind (packed: eq above bit 16, shares are
+  // at most 2048 / 16) and thread 0 claims the CTA's totals. (Placing each warp's elements
+  // by ballots after the earlier warps' made the kernel spill: the cursors are shared
+  // atomics, which the compiler aggregates per warp.)
+  const int mine = static_cast<int>(min(wstage, static_cast<uint32_t>(stage_share)));
+  const uint32_t* wstage_key = stage_key + warp * stage_share;
+  const uint32_t* wstage_pos = stage_pos + warp * stage_share;
+  uint32_t packed = 0;
+  for (int j0 = 0; j0 < mine; j0 += 32) {
+    const int j = j0 + lane;
+    const bool v = j < mine;
+    const bool e = v && (wstage_pos[j] >> 31) != 0;
+    packed += __popc(__ballot_sync(0xffffffffu, v && !e)) + (__popc(__ballot_sync(0xffffffffu, e)) << 16);
+  }
+  if (lane == 0) ctl.warp_sum[warp] = packed;
   __syncthreads();
-  const int staged = static_cast<int>(min(ctl.nstage, static_cast<uint32_t>(a.stage_cap)));
   if (tid == 0) {
+    const uint32_t total = tile::sum_warps_before<kThreads / 32>(ctl.warp_sum, kThreads / 32);
     // Both claims in flight at once: neither result is stored before the other is issued.
-    const uint32_t gt_base = ctl.flush[0] ? tile::peer_atomic_add(gt_addr, ctl.flush[0]) : 0;
-    const uint32_t eq_base = ctl.flush[1] ? tile::peer_atomic_add(eq_addr, ctl.flush[1]) : 0;
+    const uint32_t gt_base = (total & 0xffffu) ? tile::peer_atomic_add(gt_addr, total & 0xffffu) : 0;
+    const uint32_t eq_base = (total >> 16) ? tile::peer_atomic_add(eq_addr, total >> 16) : 0;
     ctl.flush[2] = gt_base;
     ctl.flush[3] = eq_base;
-    ctl.flush[0] = ctl.flush[1] = 0;  // reused as local cursors
+    ctl.flush[0] = ctl.flush[1] = 0;  // the local cursors
   }
   __syncthreads();
-  for (int j = tid; j < staged; j += kThreads) {
-    const uint32_t pos = stage_pos[j];
+  for (int j = lane; j < mine; j += 32) {  // cursors by (warp-aggregated) shared atomics
+    const uint32_t pos = wstage_pos[j];
     const int i = static_cast<int>(pos & 0x7fffffffu);
     if (pos >> 31) {
-      emit_eq(ctl.flush[3] + atomicAdd(&ctl.flush[1], 1u), stage_key[j], i);
+      emit_eq(ctl.flush[3] + atomicAdd(&ctl.flush[1], 1u), wstage_key[j], i);
     } else {
-      write_out(ctl.flush[2] + atomicAdd(&ctl.flush[0], 1u), stage_key[j], i);
+      write_out(ctl.flush[2] + atomicAdd(&ctl.flush[0], 1u), wstage_key[j], i);
     }
   }
 

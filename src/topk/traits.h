@@ -249,9 +249,12 @@ inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, 
   g.cand_cap = static_cast<int>(slice / 8 < 256 ? 256 : (slice / 8 > 2048 ? 2048 : slice / 8));
   g.sort_cap = sorted ? static_cast<int>(pow2_ceil(k)) : 0;
   if (gather > 0 && pow2_ceil(gather) > g.sort_cap) g.sort_cap = static_cast<int>(pow2_ceil(gather));
-  // Staging: a CTA's share of the output (k at most) and, in a cluster, a small final bin.
+  // Staging: a CTA's share of the output (k at most) and, in a cluster, a small final bin,
+  // half again as much and at least 32 a warp: each warp stages into a sixteenth of it, and
+  // an uneven warp past its share claims slots one step at a time.
   const int64_t want = k + (cluster > 1 ? kSmallBinCap : 0);
-  g.stage_cap = static_cast<int>(want < slice ? (want < 2048 ? want : 2048) : (slice < 2048 ? slice : 2048));
+  const int64_t room = std::max<int64_t>(want + want / 2, 512);
+  g.stage_cap = static_cast<int>(std::min<int64_t>(std::min<int64_t>(room, slice), 2048));
   // Room for the bucket scatter of a sorted k where the slice is shorter and the CTA still
   // fits: without it a large k takes the bitonic sort (1 x 32000 bf16 k = 1024, eight CTAs
   // of 8000 bytes: 8.7 us for the order against 3.2 with the scatter).
