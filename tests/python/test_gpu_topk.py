@@ -404,6 +404,27 @@ def test_one_warps_candidates_overflow_its_share(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_one_warps_staging_overflows_its_share(dtype):
+    """The cluster kernel stages output elements per warp, each in a sixteenth of the staging;
+    past it they claim their slots one step at a time. Put the answer in the elements one warp
+    scans: every output (k = 1000), and a small final bin of ~200 ranked by rank 0."""
+    N, cluster = 32768, 4
+    torch.ops.flyops._topk_force(2, cluster)
+    vec = 16 // x_bytes(dtype)
+    starts = torch.arange(0, N // cluster, 512 * vec, device="cuda")  # warp 0 of CTA 0
+    warp0 = (starts[:, None] + torch.arange(32 * vec, device="cuda")[None, :]).flatten()
+    steps = torch.arange(warp0.numel(), device="cuda", dtype=torch.float32)
+    rows = randn((2, N), dtype)
+    rows[0, warp0] = (5.0 + steps * 2.0 ** -6).to(dtype)  # distinct, above everything else
+    few = warp0[:200]  # distinct values in one top-digit bin, [4, 4.5)
+    rows[1, few] = (4.0 + steps[:200] * (2.0 ** -10 if dtype == torch.float32 else 2.0 ** -7)).clamp(max=4.45).to(dtype)
+    for sorted in (True, False):
+        assert_same_as_stock(rows[:1], 1000, sorted=sorted)
+        assert_same_as_stock(rows[1:], 100, sorted=sorted)
+        assert_same_as_stock(-rows[1:], 100, largest=False, sorted=sorted)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_every_width(dtype):
     """The final sort at every power-of-two width and either side of it (register passes for
     pairs closer than 64, shared-memory stages beyond), on ordinary rows and with ties/NaNs."""
