@@ -532,6 +532,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const int mine = static_cast<int>(min(wstage, static_cast<uint32_t>(stage_share)));
   const uint32_t* wstage_key = stage_key + warp * stage_share;
   const uint32_t* wstage_pos = stage_pos + warp * stage_share;
+  __syncwarp();  // the warp's lanes read what its other lanes staged (racecheck, run 12)
   uint32_t packed = 0;
   for (int j0 = 0; j0 < mine; j0 += 32) {
     const int j = j0 + lane;
