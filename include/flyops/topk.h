@@ -61,9 +61,12 @@ struct TopkPlan {
   // kDelegate: both selections (and the gather) in the one-CTA finish kernel instead, with
   // this many keys per thread; 0 when they run as above.
   int finish = 0;
-  // kDelegate with the finish kernel: the sample rank of each row's screening threshold
-  // (traits.h, screen_rank); 0 when the stream does not screen.
+  // kDelegate: the sample rank of each row's screening threshold (traits.h, screen_rank); 0
+  // when the stream does not screen. With the two selections above (finish == 0), a finish
+  // kernel of this many keys per thread takes the rows whose list holds their answer, and
+  // the selections skip those rows.
   int screen = 0;
+  int screen_finish = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   bool flyops() const { return kind != Kind::kStock; }

@@ -26,6 +26,7 @@
 #include "block_sort.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
+#include "flyops/tile/launch.h"
 #include "flyops/tile/mbarrier.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
@@ -63,6 +64,10 @@ struct ClusterArgs {
   int stage_cap; // output elements staged per CTA before claiming slots
   int data_bytes; // shared memory before the sort buffers (cluster_geometry)
   int gather_cap;  // the gather ending's capacity (<= sort_cap), 0 without it
+  // Input rows another kernel has finished (nonzero), or null: their CTAs return at once
+  // (the delegates' radix chain behind a screened list: launch.cuh). Given, the kernel is
+  // launched dependent on the previous one and waits for it first.
+  const uint32_t* skip;
 };
 
 #if defined(__CUDACC__)
@@ -167,6 +172,10 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const uint32_t rank = tile::cluster_rank();
   const int64_t row = blockIdx.x / csize;  // output row
   const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
+  if (a.skip != nullptr) {  // launched dependent on the kernel that marks the rows (launch.cuh)
+    tile::grid_dependency_wait();
+    if (a.skip[in_row] != 0) return;  // every CTA of the cluster: the same row
+  }
   const int64_t seg0 = seg * a.seg_len;    // the segment's first position in the input row
   const int64_t row_n = seg == a.segs - 1 ? a.n - seg0 : a.seg_len;
   const int k = static_cast<int>(row_n < a.k ? row_n : a.k);

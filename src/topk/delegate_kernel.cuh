@@ -52,6 +52,8 @@ struct GatherArgs {
   int group_vecs_log2;     // 16-byte vectors per group
   const int64_t* chosen;   // [rows, k] group numbers
   void* cand;              // [rows, k * group] their elements (positions: from `chosen`)
+  const uint32_t* skip;    // [rows] rows already finished (nonzero), or null; given, the
+                           // kernel is launched dependent on the previous one
 };
 
 }  // namespace flyops::topk
@@ -146,6 +148,7 @@ template <typename Keys>
 FLYOPS_DEVICE void screen_flush(uint32_t t, bool largest, ScreenStage& st, uint32_t* count, uint2* cand,
                                 int64_t cap) {
   const uint32_t nq = min(st.queued, static_cast<uint32_t>(kScreenQueue));
+  if (nq == 0) return;  // nothing queued, nothing staged (most blocks of a long row)
   for (uint32_t i = threadIdx.x; i < nq; i += blockDim.x)
     screen_append<Keys>(st.queue[i], st.queue_v[i], t, largest, st, count, cand, cap);
   __syncthreads();
@@ -161,9 +164,9 @@ FLYOPS_DEVICE void screen_flush(uint32_t t, bool largest, ScreenStage& st, uint3
 
 // One 16-byte vector per thread per step; the kGV lanes of a group combine by shuffles.
 // kScreen: launched dependent on the screening kernel, whose thresholds it waits for after
-// its loads are in flight.
+// its loads are in flight; bounded to 40 registers (6 blocks an SM instead of 5: TopK v48).
 template <typename Keys, int kGV, bool kScreen>
-__global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
+__global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 1) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
@@ -226,6 +229,10 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ga
   const int64_t slot = t >> gl;                                               // row * k + j
   if (slot >= a.groups_total) return;
   const int64_t row = slot / a.k;
+  if (a.skip != nullptr) {  // launched dependent (launch.cuh)
+    flyops::tile::grid_dependency_wait();
+    if (a.skip[row] != 0) return;
+  }
   const int64_t pos = ((a.chosen[slot] << gl) + (t & ((int64_t{1} << gl) - 1))) * kVec;
   const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride + pos);
   reinterpret_cast<uint4*>(a.cand)[t] = v;

@@ -43,6 +43,9 @@ struct FinishArgs {
   const uint32_t* screen_count;
   const uint2* cand;
   int64_t cap;
+  // The list alone (maxima null: the delegates' radix chain takes the rows it leaves): each
+  // row it finishes is marked here, for the chain's kernels to skip.
+  uint32_t* done = nullptr;
 };
 
 }  // namespace flyops::topk
@@ -78,6 +81,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   auto mark = [&] { trace.mark(); };
   auto dump = [&] { trace.dump("finish (k, group log2)", k, gl); };
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
+  // The list alone: the chain's first kernel may launch now (it waits for this one).
+  if (a.maxima == nullptr) flyops::tile::allow_dependent_launch();
   mark();
   const bool largest = a.largest;
   Run run;
@@ -119,6 +124,14 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       else range = KeyRange{};
       mark();
     }
+  }
+
+  if (a.maxima == nullptr) {  // the list alone: a row it does not hold is the chain's
+    if (list == nullptr) {
+      dump();
+      return;
+    }
+    if (tid == 0) a.done[row] = 1;
   }
 
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------

@@ -113,14 +113,18 @@ struct Launcher {
     a.sort_cap = g.sort_cap;
     a.stage_cap = g.stage_cap;
     a.data_bytes = g.data_bytes;
-    return launched(tile::launch_cluster(&flyops_topk_cluster<Keys>, dim3(unsigned(a.rows * cluster)),
-                                         dim3(kClusterThreads), g.smem, stream, cluster, a));
+    const dim3 grid(unsigned(a.rows * cluster)), block(kClusterThreads);
+    if (a.skip != nullptr)  // behind a list finish: launched dependent, the kernel waits before it reads
+      return launched(tile::launch_cluster_dependent(&flyops_topk_cluster<Keys>, grid, block, g.smem, stream,
+                                                     cluster, a));
+    return launched(tile::launch_cluster(&flyops_topk_cluster<Keys>, grid, block, g.smem, stream, cluster, a));
   }
 
   static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0,
-                         int gather = 0) {
+                         int gather = 0, const uint32_t* skip = nullptr) {
     ClusterArgs a{};
     a.gather_cap = gather;
+    a.skip = skip;
     a.group_map = group_map;
     a.group_log2 = group_log2;
     a.x = p.x;
@@ -138,7 +142,7 @@ struct Launcher {
 
   // Stage 1: the k best of each segment of each row (unsorted) into the workspace; stage 2:
   // the k best of each row's union, positions mapped back through stage 1's indices.
-  static Status two(const TopkParams& p, const TopkPlan::Selection& plan) {
+  static Status two(const TopkParams& p, const TopkPlan::Selection& plan, const uint32_t* skip = nullptr) {
     const TwoStage t = two_stage(p.n, p.k, plan.seg_len);
     void* ws_vals = p.workspace;
     int64_t* ws_idx = reinterpret_cast<int64_t*>(static_cast<char*>(p.workspace) +
@@ -155,6 +159,7 @@ struct Launcher {
     a.sorted = false;
     a.values = ws_vals;
     a.indices = ws_idx;
+    a.skip = skip;
     if (Status s = Launcher::cluster(a, plan.seg_len, plan.seg_cluster, p.stream, p.device);
         s != Status::kSuccess)
       return s;
@@ -170,6 +175,7 @@ struct Launcher {
     b.sorted = p.sorted;
     b.values = p.values;
     b.indices = p.indices;
+    b.skip = skip;
     return Launcher::cluster(b, t.n2, plan.cluster, p.stream, p.device);
   }
 
@@ -181,10 +187,11 @@ struct Launcher {
                                          dim3(kArgmaxThreads), 0, p.stream, cluster, a));
   }
 
-  // A radix selection: one cluster pass per row, or two stages.
-  static Status select(const TopkParams& p, const TopkPlan::Selection& s) {
-    if (s.kind == TopkPlan::Kind::kCluster) return one_pass(p, s.cluster);
-    if (s.kind == TopkPlan::Kind::kTwoStage) return two(p, s);
+  // A radix selection: one cluster pass per row, or two stages; rows with skip[row] set
+  // are left alone.
+  static Status select(const TopkParams& p, const TopkPlan::Selection& s, const uint32_t* skip = nullptr) {
+    if (s.kind == TopkPlan::Kind::kCluster) return one_pass(p, s.cluster, nullptr, 0, 0, skip);
+    if (s.kind == TopkPlan::Kind::kTwoStage) return two(p, s, skip);
     return Status::kUnsupported;
   }
 
@@ -242,9 +249,33 @@ struct Launcher {
     return launch_status();
   }
 
+  // Each row's screening threshold from a sample, by a CTA of kThreads (kScreenThreads, or
+  // kScreenWideThreads for the wide sample); it zeroes the rows' counts and done marks.
+  template <int kThreads>
+  static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
+    ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done};
+    flyops_topk_screen<Keys, kThreads><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
+    return launch_status();
+  }
+
+  // The finish kernel on the screened lists alone, ahead of the radix chain: a row whose
+  // list holds its answer is finished and marked in `done`, the rest are left to the chain.
+  // Launched dependent on the stream (the chain's rows are few, so its CTAs beside the
+  // stream's last blocks cost little; TopK v23 has the many-row case).
+  static Status list_finish(const TopkParams& p, int elems, const uint32_t* count, const uint2* list, uint32_t* done) {
+    if (!prepare(p.device)) return Status::kUnsupported;
+    FinishArgs f{p.x,   p.x_row_stride, p.n,     static_cast<int>(p.k),    0,     elems,
+                 p.largest, p.sorted,   nullptr, p.values, p.indices, count, list, finish_capacity(elems), done};
+    const int smem = finish_smem(elems, static_cast<int>(p.k)).total;
+    return launched(tile::launch_dependent(&flyops_topk_finish<Keys, 0>, dim3(static_cast<unsigned>(p.rows)),
+                                           dim3(kFinishThreads), smem, p.stream, f));
+  }
+
   // Group maxima (a stream), the k best of them, their groups' elements, the k best of
-  // those: four launches, the workspace laid out by delegate_layout. Or the stream and the
-  // finish kernel (finish_layout), after the screening kernel when the plan screens.
+  // those: four launches, the workspace laid out by delegate_layout; screened (the wide
+  // sample), a finish of the lists alone before the selections, which skip the rows it
+  // took. Or the stream and the finish kernel (finish_layout), after the screening kernel
+  // when the plan screens.
   static Status delegates(const TopkParams& p, const TopkPlan& plan) {
     constexpr int kVec = 16 / sizeof(Raw);
     const int group = plan.group;
@@ -257,18 +288,27 @@ struct Launcher {
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
     const unsigned grid = static_cast<unsigned>(p.rows * d.blocks_per_row);
-    const bool screen = plan.finish != 0 && plan.screen != 0;
-    const FinishLayout fl = finish_layout(p, group, finish_capacity(plan.finish), screen);
+    const bool chain = plan.finish == 0;
+    const bool screen = plan.screen != 0 && (!chain || plan.screen_finish != 0);
+    const FinishLayout fl = finish_layout(p, group, finish_capacity(plan.finish), screen && !chain);
+    TopkParams m = maxima_params(p, group);
+    const int64_t m_ws = chain ? selection_workspace_bytes(m, plan.maxima) : 0;
+    const DelegateLayout l =
+        delegate_layout(p, group, m_ws, screen && chain ? finish_capacity(plan.screen_finish) : 0);
+    uint32_t* done = nullptr;
     if constexpr (!Keys::kIdentity) {
       if (screen) {
-        ScreenArgs sa{p.x,       p.n, p.x_row_stride, plan.screen, p.largest, reinterpret_cast<uint32_t*>(ws + fl.thresh),
-                      reinterpret_cast<uint32_t*>(ws + fl.count)};
-        flyops_topk_screen<Keys><<<static_cast<unsigned>(p.rows), kScreenThreads, 0, p.stream>>>(sa);
-        if (Status s = launch_status(); s != Status::kSuccess) return s;
-        d.thresh = reinterpret_cast<const uint32_t*>(ws + fl.thresh);
-        d.count = reinterpret_cast<uint32_t*>(ws + fl.count);
-        d.cand = reinterpret_cast<uint2*>(ws + fl.cand);
-        d.cap = finish_capacity(plan.finish);
+        auto at = [&](int64_t off) { return reinterpret_cast<uint32_t*>(ws + off); };
+        uint32_t* thresh = at(chain ? l.thresh : fl.thresh);
+        uint32_t* count = at(chain ? l.count : fl.count);
+        if (chain) done = at(l.done);
+        const Status s = chain ? screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done)
+                               : screen_rows<kScreenThreads>(p, plan.screen, thresh, count, nullptr);
+        if (s != Status::kSuccess) return s;
+        d.thresh = thresh;
+        d.count = count;
+        d.cand = reinterpret_cast<uint2*>(ws + (chain ? l.list : fl.cand));
+        d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
       }
     }
     Status st;
@@ -283,28 +323,36 @@ struct Launcher {
     else
       st = stream_maxima<1>(d, grid, screen, p.stream);
     if (st != Status::kSuccess) return st;
-    if (plan.finish != 0) return finish(p, plan, fl);
+    if (!chain) return finish(p, plan, fl);
+    if constexpr (!Keys::kIdentity) {
+      if (done != nullptr)
+        if (Status s = list_finish(p, plan.screen_finish, d.count, d.cand, done); s != Status::kSuccess) return s;
+    }
 
-    // Two radix selections: the layout of their workspace only now.
-    TopkParams m = maxima_params(p, group);
-    const int64_t m_ws = selection_workspace_bytes(m, plan.maxima);
-    const DelegateLayout l = delegate_layout(p, group, m_ws);
+    // Two radix selections.
     m.x = maxima;
     m.values = ws + l.sel_values;
     m.indices = reinterpret_cast<int64_t*>(ws + l.sel_indices);
     m.workspace = ws + l.sel_workspace;
     m.workspace_bytes = static_cast<std::size_t>(m_ws);
-    if (Status s = select_maxima(m, plan.maxima); s != Status::kSuccess) return s;
+    if (Status s = select_maxima(m, plan.maxima, done); s != Status::kSuccess) return s;
 
-    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), gl, m.indices, ws + l.cand};
+    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), gl, m.indices, ws + l.cand, done};
     const int64_t vecs = p.rows * p.k * gv;
-    flyops_topk_gather<Raw><<<static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads),
-                              kDelegateThreads, 0, p.stream>>>(g);
-    if (Status s = launch_status(); s != Status::kSuccess) return s;
+    const dim3 ggrid(static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads));
+    if (done != nullptr) {  // behind the list finish: launched dependent, as the selections
+      if (Status s = launched(tile::launch_dependent(&flyops_topk_gather<Raw>, ggrid, dim3(kDelegateThreads), 0,
+                                                     p.stream, g));
+          s != Status::kSuccess)
+        return s;
+    } else {
+      flyops_topk_gather<Raw><<<ggrid, kDelegateThreads, 0, p.stream>>>(g);
+      if (Status s = launch_status(); s != Status::kSuccess) return s;
+    }
 
     TopkParams c = candidate_params(p, group);
     c.x = ws + l.cand;
-    return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)));
+    return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)), 0, done);
   }
 
   static Status run(const TopkParams& p, const TopkPlan& plan) {

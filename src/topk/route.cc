@@ -114,8 +114,11 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
 // Delegates (delegate_kernel.cuh) with groups of `group` elements (traits.h; 0: none):
 // rows 16-byte aligned, where both selections fit: in the finish kernel when it takes the
 // row (`fe` keys per thread, finish_elems), else as two radix selections.
-// `screen`: whether the finish kernel may take screened candidates (traits.h, screen_rank).
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, bool screen) {
+// `screen`: whether the finish kernel may take screened candidates (traits.h, screen_rank);
+// `chain_screen`: whether the two radix selections may stand behind a finish of screened
+// lists (the wide sample; the smallest shared-memory finish whose capacity the rule admits).
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, bool screen,
+                   bool chain_screen) {
   if (group == 0) return false;
   const int vec = 16 / elem_bytes(p.dtype);
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
@@ -137,6 +140,13 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   plan.group = group;
   plan.maxima = maxima;
   plan.candidates = {TopkPlan::Kind::kCluster, cc, 0, 1};
+  if (chain_screen && p.k <= topk::kFinishSmemMaxK) {
+    for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE && plan.screen == 0; e *= 2) {
+      plan.screen = topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(e),
+                                      topk::kScreenWideThreads);
+      plan.screen_finish = plan.screen != 0 ? e : 0;
+    }
+  }
   return true;
 }
 
@@ -204,12 +214,15 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       return plan;
     }
   }
-  if (forced < 0 || (forced >= 6 && forced <= 10 && forced != 7)) {
+  // 12: as 8 (the two radix selections), behind a finish of screened lists wherever it fits.
+  if (forced < 0 || (forced >= 6 && forced <= 10 && forced != 7) || forced == 12) {
     const int bytes = elem_bytes(p.dtype);
     const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 ? forced_c : 0);
-    const int fe = forced == 8 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
+    const int fe = forced == 8 || forced == 12 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
     const bool screen = forced == 10 || (forced != 9 && topk::prefer_screen(p));
-    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) && delegate_plan(p, dev, plan, group, fe, screen))
+    const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
+    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) &&
+        delegate_plan(p, dev, plan, group, fe, screen, chain_screen))
       return plan;
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
@@ -247,7 +260,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
       char m[48], c[48];
       selection_name(plan.maxima, m, sizeof m);
       selection_name(plan.candidates, c, sizeof c);
-      std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,%s,%s>", dtype_name(dtype), plan.group, m, c);
+      std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,%s,%s%s>", dtype_name(dtype), plan.group, m, c,
+                    plan.screen != 0 ? ",screen" : "");
       break;
     }
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
@@ -273,8 +287,9 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
         topk::finish_layout(p, plan.group, topk::finish_capacity(plan.finish), plan.screen != 0).total);
   if (plan.kind == TopkPlan::Kind::kDelegate) {
     const TopkParams m = topk::maxima_params(p, plan.group);
+    const int64_t list_cap = plan.screen != 0 ? topk::finish_capacity(plan.screen_finish) : 0;
     return static_cast<std::size_t>(
-        topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima)).total);
+        topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), list_cap).total);
   }
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
 }

@@ -3,7 +3,9 @@
 // row's threshold. The maxima stream (delegate_kernel.cuh) then appends each element at or
 // above it to the row's candidate list, and the finish kernel selects from that list alone
 // when it holds at least k and at most its capacity; else from the group maxima, so the
-// threshold only decides the speed, never the result.
+// threshold only decides the speed, never the result. Rows too long for the finish kernel
+// (the radix chain: launch.cuh, delegates) take a wide sample, and a finish of the list
+// alone that marks the rows it took (`done`): the chain's kernels skip those.
 //
 // The threshold is a guess from a sample: a row whose sampled pieces hold its best
 // elements gets a threshold too high (fewer than k candidates), a row of many equal keys
@@ -28,23 +30,64 @@ struct ScreenArgs {
   bool largest;
   uint32_t* thresh;    // [rows] order keys at the element's width
   uint32_t* count;     // [rows] zeroed here: the stream counts its candidates into it
+  uint32_t* done;      // [rows] zeroed here when given: the list finish marks its rows
 };
 
 }  // namespace flyops::topk
 
 #if defined(__CUDACC__)
 
+namespace flyops::topk::detail {
+
+// Up to this rank the wide sample's threshold is the rank-th best of the threads' best
+// keys, popped from the lanes (r rounds of a warp maximum), then from the warps' lists by
+// warp 0. small_cut's first round counts every sampled key into a histogram whose few top
+// bins its shared atomics crowd: the wide sample took 7-10 us with it, ~3.5-5 with this
+// (TopK v48; the 128-thread sample keeps small_cut, unmeasured there). The key sits at or
+// below the rank-th best sampled key (each of those threads holds one at or above it), and
+// equals it unless a thread holds two of the best: the list grows by those few.
+inline constexpr int kScreenPopMax = 32;
+
+// The r-th best (r <= 32, with multiplicity) of one key per thread, in warp 0's lanes.
+template <int kThreads>
+FLYOPS_DEVICE uint32_t rth_best_of_threads(uint32_t best, int r, uint32_t (&lists)[kThreads / 32][32]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  uint32_t v = best, mine = 0;  // a popped lane holds 0, below every key that can be popped ahead of it
+  for (int i = 0; i < r; ++i) {
+    const uint32_t m = __reduce_max_sync(0xffffffffu, v);
+    if (lane == __ffs(__ballot_sync(0xffffffffu, v == m)) - 1) v = 0;
+    if (lane == i) mine = m;
+  }
+  lists[warp][lane] = mine;  // the warp's r best, best first
+  __syncthreads();
+  uint32_t t = 0;
+  if (warp == 0) {
+    int h = 0;  // this lane's next entry of warp `lane`'s list
+    for (int i = 0; i < r; ++i) {
+      const uint32_t head = lane < kThreads / 32 && h < r ? lists[lane][h] : 0u;
+      t = __reduce_max_sync(0xffffffffu, head);
+      if (lane == __ffs(__ballot_sync(0xffffffffu, head == t)) - 1) ++h;
+    }
+  }
+  return t;
+}
+
+}  // namespace flyops::topk::detail
+
 // Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
-// w + W, w + 2W and w + 3W, one 16-byte vector per lane each.
-template <typename Keys>
-__global__ void __launch_bounds__(flyops::topk::kScreenThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
+// w + W, w + 2W and w + 3W, one 16-byte vector per lane each. kThreads: kScreenThreads, or
+// kScreenWideThreads for the wide sample.
+template <typename Keys, int kThreads>
+__global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr int kPer = kScreenVecsPerThread;
-  static_assert(kScreenPieces == kScreenThreads / 32 * kPer, "each warp reads kPer pieces");
-  __shared__ SmallSelectSmem<kScreenThreads> s;
+  constexpr int kPieces = screen_pieces(kThreads);
+  __shared__ SmallSelectSmem<kThreads> s;
+  __shared__ uint32_t lists[kThreads / 32][32];
   // The stream may start its loads now; it waits for this grid before reading thresholds.
+  // (Allowed only once the sample was in, the stream ran 2-7% slower: TopK v48.)
   flyops::tile::allow_dependent_launch();
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -52,7 +95,7 @@ __global__ void __launch_bounds__(flyops::topk::kScreenThreads) flyops_topk_scre
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride);
   uint4 buf[kPer];
 #pragma unroll
-  for (int u = 0; u < kPer; ++u) buf[u] = src[screen_piece(warp + u * (kScreenThreads / 32), nv) + lane];
+  for (int u = 0; u < kPer; ++u) buf[u] = src[screen_piece(warp + u * (kThreads / 32), nv, kPieces) + lane];
   RegKeys<kPer * kVec> run;
   run.cnt = kPer * kVec;
   KeyRange range;
@@ -63,14 +106,20 @@ __global__ void __launch_bounds__(flyops::topk::kScreenThreads) flyops_topk_scre
       run[u * kVec + i] = order_key<Keys>(vec_element<Raw>(buf[u], i), a.largest);
       range.add(run[u * kVec + i]);
     }
-  // The floor of a bin that holds the rank-th best sampled key, with rank to 1.5 rank of
-  // them at or above it: a threshold needs no more (each round of the search is a pass
-  // over the keys and two barriers).
+  // The wide sample at a small rank: popped maxima (above). Else the floor of a bin that
+  // holds the rank-th best sampled key, with rank to 1.5 rank of them at or above it: a
+  // threshold needs no more (each round of the search is a pass over the keys and two
+  // barriers).
   const uint32_t rank = static_cast<uint32_t>(a.rank);
-  const SmallCut cut = small_cut<kScreenThreads>(run, range, rank, s, nullptr, rank + rank / 2);
+  uint32_t t;
+  if (kThreads == kScreenWideThreads && rank <= detail::kScreenPopMax)
+    t = detail::rth_best_of_threads<kThreads>(range.mx, static_cast<int>(rank), lists);
+  else
+    t = small_cut<kThreads>(run, range, rank, s, nullptr, rank + rank / 2).lo;
   if (threadIdx.x == 0) {
-    a.thresh[row] = cut.lo;
+    a.thresh[row] = t;
     a.count[row] = 0;
+    if (a.done != nullptr) a.done[row] = 0;
   }
 }
 

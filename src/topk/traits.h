@@ -149,6 +149,11 @@ inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
 inline constexpr int kScreenPieces = kScreenThreads / 32 * kScreenVecsPerThread;
+// The wide sample, for the delegates' radix chain (rows too long for the finish kernel:
+// the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
+// (16 pieces of a 2^24 row would put ~25k elements above the threshold).
+inline constexpr int kScreenWideThreads = 1024;
+FLYOPS_HD constexpr int screen_pieces(int threads) { return threads / 32 * kScreenVecsPerThread; }
 // Vectors a maxima block examines after its loop (of its 1024): 512 let bf16 rows of 128k-152k
 // screen at k = 1024 (~15% of their vectors reach the threshold), 1.17-1.29x (TopK v45).
 inline constexpr int kScreenQueue = 512;
@@ -157,8 +162,11 @@ inline constexpr int kScreenBlockCap = 256;  // candidates it stages
 // Keys a finish kernel of `elems` keys per thread holds: the most candidates it takes.
 inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * elems; }
 
-// Elements sampled from each row (16-byte vectors of elem_bytes elements).
-inline int64_t screen_samples(int elem_bytes) { return int64_t{kScreenPieces} * kScreenPieceVecs * (16 / elem_bytes); }
+// Elements sampled from each row (16-byte vectors of elem_bytes elements) by a screening
+// CTA of `threads`.
+inline int64_t screen_samples(int elem_bytes, int threads = kScreenThreads) {
+  return int64_t{screen_pieces(threads)} * kScreenPieceVecs * (16 / elem_bytes);
+}
 
 // The sample rank r behind the threshold, or 0 when screening does not fit. A sample of s
 // of the row's n elements (a fraction f) puts about r / f of the row at or above its r-th
@@ -167,8 +175,8 @@ inline int64_t screen_samples(int elem_bytes) { return int64_t{kScreenPieces} * 
 // rows. With up to 1.5 r sampled keys above the threshold, the expected list (1.5 r / f)
 // must also sit within half of `cap`, the finish kernel's run capacity, and the vectors a
 // maxima block queues (each holding such an element) within half of its queue.
-inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
-  const int64_t s = screen_samples(elem_bytes);
+inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads = kScreenThreads) {
+  const int64_t s = screen_samples(elem_bytes, threads);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
   const double fk = f * static_cast<double>(k);
@@ -180,9 +188,9 @@ inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
   return static_cast<int>(r);
 }
 
-// First vector of sampled piece p of a row of nv vectors (nv >= kScreenPieces * 32).
-FLYOPS_HD int64_t screen_piece(int p, int64_t nv) {
-  return static_cast<int64_t>(p) * (nv - kScreenPieceVecs) / (kScreenPieces - 1);
+// First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).
+FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {
+  return static_cast<int64_t>(p) * (nv - kScreenPieceVecs) / (pieces - 1);
 }
 
 // ---- cluster kernel -------------------------------------------------------------------------

@@ -51,6 +51,15 @@ inline bool prefer_delegates(const TopkParams& p, bool finish) {
 // stream's queue cost as much).
 inline bool prefer_screen(const TopkParams& p) { return p.k > kFinishMaxK; }
 
+// Screening in front of the delegates' two radix selections (rows too long for the finish
+// kernel), wherever it fits (the wide sample: traits.h). Source: screened against not (force
+// 8) in one process (session of 2026-12-01, twelfth, runs 3-4; docs/perf-notes.md, TopK
+// v48): one row of 2^24 k = 100 fp32 52.5 -> ~39 us, bf16 45.6 -> ~31; 4 x 2^22 and 16 x
+// 2^20 at k = 100 1.3-1.4x; 1 x 2^22 k = 20 1.06-1.47x; bf16 2^24 at k = 1024 1.43x (fp32's
+// list does not fit there: not screened). Rows whose list misses pay the sample, the list
+// finish and the skipped launches (~5-8 us) on top of the selections.
+inline bool prefer_screen_chain(const TopkParams&) { return true; }
+
 // The group kernel instead of the warp kernel on short rows. Source: both forced on the
 // routing shapes (rows 1, 4096, 16384, 65536 x N 8-256 x k 1-8, fp32 and bf16;
 // docs/perf-notes.md, TopK v10 and v24). 16-bit rows sort 32-bit composites: the group

@@ -292,7 +292,8 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 100)), "flyops_topk_delegates<bf16,g128,c16,c4,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16,gather>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
@@ -331,17 +332,27 @@ TEST(TopkDelegates, WorkspaceLayoutAligned) {
     for (int64_t rows : {1, 3, 64})
       for (int64_t k : {1, 7, 50, 101, 1024})
         for (int group : {8, 16, 64})
-          for (int64_t ws : {0, 8, 40}) {
-            TopkParams p = params(t, rows, 262144, k);
-            const topk::DelegateLayout l = topk::delegate_layout(p, group, ws);
-            for (int64_t off : {l.maxima, l.sel_values, l.sel_indices, l.sel_workspace, l.cand})
-              EXPECT_EQ(off % 16, 0) << rows << " x k " << k << " group " << group << " ws " << ws;
-            EXPECT_GE(l.sel_values, rows * (262144 / group) * 4);
-            EXPECT_GE(l.sel_indices - l.sel_values, rows * k * 4);
-            EXPECT_GE(l.sel_workspace - l.sel_indices, rows * k * 8);
-            EXPECT_GE(l.cand - l.sel_workspace, ws);
-            EXPECT_EQ(l.total - l.cand, rows * k * group * static_cast<int64_t>(dtype_size(t)));
-          }
+          for (int64_t ws : {0, 8, 40})
+            for (int64_t screen_cap : {0, 8192}) {
+              TopkParams p = params(t, rows, 262144, k);
+              const topk::DelegateLayout l = topk::delegate_layout(p, group, ws, screen_cap);
+              for (int64_t off : {l.maxima, l.sel_values, l.sel_indices, l.sel_workspace, l.cand, l.thresh, l.count,
+                                  l.done, l.list})
+                EXPECT_EQ(off % 16, 0) << rows << " x k " << k << " group " << group << " ws " << ws;
+              EXPECT_GE(l.sel_values, rows * (262144 / group) * 4);
+              EXPECT_GE(l.sel_indices - l.sel_values, rows * k * 4);
+              EXPECT_GE(l.sel_workspace - l.sel_indices, rows * k * 8);
+              EXPECT_GE(l.cand - l.sel_workspace, ws);
+              EXPECT_GE(l.thresh - l.cand, rows * k * group * static_cast<int64_t>(dtype_size(t)));
+              if (screen_cap == 0) {
+                EXPECT_EQ(l.total, l.thresh);
+              } else {
+                EXPECT_GE(l.count - l.thresh, rows * 4);
+                EXPECT_GE(l.done - l.count, rows * 4);
+                EXPECT_GE(l.list - l.done, rows * 4);
+                EXPECT_EQ(l.total - l.list, rows * screen_cap * 8);
+              }
+            }
 }
 
 // The finish kernel takes a row when its maxima and its k groups' elements both fit the
@@ -378,18 +389,22 @@ TEST(TopkDelegates, FinishFits) {
 // (with the threshold's slack of 1.5) at most half the finish kernel's capacity; rows too
 // short for apart pieces do without.
 TEST(TopkDelegates, ScreenRank) {
+  for (int threads : {topk::kScreenThreads, topk::kScreenWideThreads})
   for (int bytes : {2, 4}) {
-    const int64_t s = topk::screen_samples(bytes), vec = 16 / bytes;
-    EXPECT_EQ(s, topk::kScreenPieces * topk::kScreenPieceVecs * vec);
+    const int pieces = topk::screen_pieces(threads);
+    const int64_t s = topk::screen_samples(bytes, threads), vec = 16 / bytes;
+    EXPECT_EQ(s, pieces * topk::kScreenPieceVecs * vec);
     for (int64_t n : {s, int64_t{32000} * 4 / bytes, int64_t{128256}, int64_t{262144}, int64_t{1} << 24}) {
+      if (n < s) continue;
       const int64_t nv = n / vec;
-      EXPECT_EQ(topk::screen_piece(0, nv), 0);
-      EXPECT_EQ(topk::screen_piece(topk::kScreenPieces - 1, nv), nv - topk::kScreenPieceVecs);
-      for (int p = 1; p < topk::kScreenPieces; ++p)
-        EXPECT_GE(topk::screen_piece(p, nv) - topk::screen_piece(p - 1, nv), topk::kScreenPieceVecs) << n << " " << p;
-      for (int64_t k : {1, 2, 20, 50, 256, 1024}) {
-        const int64_t cap = topk::finish_capacity(k > 256 ? 32 : 8);
-        const int r = topk::screen_rank(n, k, bytes, cap);
+      EXPECT_EQ(topk::screen_piece(0, nv, pieces), 0);
+      EXPECT_EQ(topk::screen_piece(pieces - 1, nv, pieces), nv - topk::kScreenPieceVecs);
+      for (int p = 1; p < pieces; ++p)
+        EXPECT_GE(topk::screen_piece(p, nv, pieces) - topk::screen_piece(p - 1, nv, pieces), topk::kScreenPieceVecs)
+            << n << " " << p;
+      for (int64_t k : {1, 2, 20, 50, 100, 256, 1024}) {
+        const int64_t cap = topk::finish_capacity(k > 256 || threads == topk::kScreenWideThreads ? 32 : 8);
+        const int r = topk::screen_rank(n, k, bytes, cap, threads);
         if (r == 0) continue;
         const double f = static_cast<double>(s) / static_cast<double>(n), expect = r / f;
         EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
@@ -400,8 +415,12 @@ TEST(TopkDelegates, ScreenRank) {
                   static_cast<double>(topk::kScreenQueue) * 1.0001) << n << " " << k;
       }
     }
-    EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8)), 0);  // pieces would overlap
+    EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8), threads), 0);  // pieces would overlap
   }
+  // The row of 2^24 at k = 100: only the wide sample leaves a list the finish kernel holds.
+  EXPECT_EQ(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32)), 0);
+  EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32), topk::kScreenWideThreads), 0);
+  EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 2, topk::finish_capacity(16), topk::kScreenWideThreads), 0);
   EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
   EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 4000 expected: over half of 4096
   // k = 1024 of 32000 (fp32 or bf16): ~30% of the vectors would queue; of 151936 bf16 ~15%
@@ -463,6 +482,21 @@ TEST(TopkRoute, PlansFit) {
                 EXPECT_GT(topk_workspace_bytes(p, plan), size_t(rows * (n / plan.group) * 4));
                 EXPECT_TRUE(topk::cluster_geometry(k * plan.group, plan.candidates.cluster,
                                                    static_cast<int>(dtype_size(t)), k, sorted).fits);
+                if (plan.screen != 0) {  // the wide sample; a shared-memory list finish twice the expected list
+                  const int64_t s = topk::screen_samples(static_cast<int>(dtype_size(t)), topk::kScreenWideThreads);
+                  const int64_t cap = topk::finish_capacity(plan.screen_finish);
+                  EXPECT_GT(plan.screen_finish, topk::kFinishMaxE);
+                  EXPECT_LE(plan.screen_finish, topk::kFinishSmemMaxE);
+                  EXPECT_LE(k, topk::kFinishSmemMaxK);
+                  EXPECT_GE(n, s);
+                  EXPECT_LE(3 * plan.screen * n, cap * s);
+                  const TopkParams m = topk::maxima_params(p, plan.group);
+                  const topk::DelegateLayout l =
+                      topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), cap);
+                  EXPECT_EQ(topk_workspace_bytes(p, plan), size_t(l.total));
+                } else {
+                  EXPECT_EQ(plan.screen_finish, 0);
+                }
               }
             }
             if (plan.kind == TopkPlan::Kind::kGroup) {

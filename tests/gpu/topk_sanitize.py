@@ -78,9 +78,10 @@ def main():
         x = torch.randn(4, 65536 + 32, device="cuda").to(dtype)[:, :65536]
         x[:, ::13] = float("nan")
         # delegates (the finish kernel where k is small, else the two selections: 8 forces
-        # those; 9 the finish kernel without screening, 10 screened wherever it fits): many
-        # rows, one long row, padded rows, NaNs (the screened finish falls back to the maxima)
-        for kind, vecs in ((6, 0), (6, 1), (6, 2), (6, 16), (8, 0), (8, 16), (9, 0), (10, 0)):
+        # those, 12 behind a screened list finish; 9 the finish kernel without screening, 10
+        # screened wherever it fits): many rows, one long row, padded rows, NaNs (the
+        # screened finish falls back to the maxima, the list finish to the selections)
+        for kind, vecs in ((6, 0), (6, 1), (6, 2), (6, 16), (8, 0), (8, 16), (9, 0), (10, 0), (12, 0)):
             force(kind, vecs)
             for xx, k in ((x, 50), (torch.randn(2, 32768, device="cuda").to(dtype), 200),
                           (torch.randn(1, 1 << 21, device="cuda").to(dtype), 100)):

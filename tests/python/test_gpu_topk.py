@@ -261,10 +261,11 @@ def test_delegates_finish(kind, dtype):
         assert_same_as_stock(padded, k)
 
 
-def screen_pieces(n, dtype):
-    """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece)."""
+def screen_pieces(n, dtype, pieces=16):
+    """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece):
+    16 pieces (kScreenPieces), or 128 for the wide sample (screen_pieces(kScreenWideThreads))."""
     vec = 16 // torch.tensor([], dtype=dtype).element_size()
-    nv, pieces, piece_vecs = n // vec, 16, 32  # kScreenPieces, kScreenPieceVecs
+    nv, piece_vecs = n // vec, 32  # kScreenPieceVecs
     return [(p * (nv - piece_vecs) // (pieces - 1) * vec, (p * (nv - piece_vecs) // (pieces - 1) + piece_vecs) * vec)
             for p in range(pieces)]
 
@@ -300,6 +301,42 @@ def test_delegates_screen(dtype):
                         for sorted in (True, False):
                             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
         assert screened >= 8, f"{screened} screened plans for rows of {n}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_delegates_chain_screen(dtype):
+    """The two radix selections behind a finish of screened lists (the wide sample): rows
+    without structure (the list finish takes them and the chain skips them), rows whose
+    sampled pieces hold their best elements (too few listed: the chain), a few NaNs (the
+    chain), ties at any threshold, all-equal rows (the list overflows: the chain), both
+    directions, sorted or not, rows of one call taking different paths; the same rows
+    without screening agree."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    for n, ks in ((262144, (20, 100, 1024)), (1 << 20, (20, 100))):
+        randn = torch.randn(2, n, generator=gen).to(dtype)
+        planted = torch.randn(2, n, generator=gen).to(dtype)
+        for lo, hi in screen_pieces(n, dtype, 128):
+            planted[:, lo:hi] = (50 + torch.randn(2, hi - lo, generator=gen)).to(dtype)
+        nans = torch.randn(2, n, generator=gen).to(dtype)
+        where = torch.randint(0, n, (2, 4), generator=gen)
+        nans.scatter_(1, where, float("nan"))
+        nans[0, where[0, 0]] = -float("nan")
+        coarse = torch.randn(2, n, generator=gen).to(torch.bfloat16).to(dtype)
+        mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype), nans[1]])
+        screened = 0
+        for x in (randn, planted, nans, coarse, mixed):
+            x = x.cuda()
+            for k in ks:
+                for force in (12, 8):  # screened wherever it fits; not screened
+                    torch.ops.flyops._topk_force(force, 0)
+                    name = torch.ops.flyops._route_topk(x, k)
+                    assert name.startswith("flyops_topk_delegates") and "finish" not in name, name
+                    assert force == 12 or "screen" not in name, name
+                    screened += "screen" in name
+                    for largest in (True, False):
+                        for sorted in (True, False):
+                            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+        assert screened == 5 * len(ks), f"{screened} screened plans for rows of {n}"
 
 
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------

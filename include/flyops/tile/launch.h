@@ -41,6 +41,18 @@ cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, int 
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
+// launch_cluster that is also a programmatic dependent launch (launch_dependent, below).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_cluster_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, int smem_bytes,
+                                     cudaStream_t stream, int cluster, Args&&... args) {
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg = cluster_config(grid, block, smem_bytes, stream, &attrs[0], cluster);
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.numAttrs = 2;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
 // Programmatic dependent launch: kernel<<<grid, block, smem, stream>>>(args...) that may
 // begin before the stream's previous kernel ends (once each of that kernel's blocks has
 // called allow_dependent_launch() or exited), hiding the launch gap. The kernel must call

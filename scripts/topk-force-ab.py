@@ -1,0 +1,50 @@
+"""Device times of torch.topk under router forces (torch.ops.flyops._topk_force), alternated
+in one process, with the benchmark's timer (L2 flushed, median of CUDA events):
+
+    python scripts/topk-force-ab.py --forces=-1,8 1x16777216:100 4x4194304:100
+
+prints one line per case and force ("<dtype> <rows>x<N> k=<k> force=<f> <plan> <us>" per
+round), then the ratio of each force's median over the rounds to the first force's."""
+import argparse
+import statistics
+
+import torch
+
+import flyops  # noqa: F401
+from flyops.bench.common import Timer
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--forces", default="-1,8", help="force codes, the first is the base")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("cases", nargs="+", help="ROWSxN:K")
+    args = ap.parse_args()
+    forces = [int(f) for f in args.forces.split(",")]
+    timer = Timer(reps=30, warmup=5)
+    torch.manual_seed(1)
+    for dname in args.dtypes.split(","):
+        dtype = getattr(torch, dname)
+        for case in args.cases:
+            shape, k = case.split(":")
+            rows, n = (int(v) for v in shape.split("x"))
+            k = int(k)
+            x = torch.randn(rows, n, device="cuda").to(dtype)
+            times = {f: [] for f in forces}
+            for _ in range(args.rounds):
+                for f in forces:
+                    torch.ops.flyops._topk_force(f, 0)
+                    plan = torch.ops.flyops._route_topk(x, k)
+                    ms = timer.device_ms(lambda: torch.topk(x, k))
+                    times[f].append(ms * 1e3)
+                    print(f"{dname} {rows}x{n} k={k} force={f} {plan} {ms * 1e3:.2f}", flush=True)
+            torch.ops.flyops._topk_force(-1, 0)
+            base = statistics.median(times[forces[0]])
+            print(f"== {dname} {rows}x{n} k={k} " +
+                  " ".join(f"force={f} {statistics.median(times[f]):.2f}us {statistics.median(times[f]) / base:.3f}x"
+                           for f in forces), flush=True)
+
+
+if __name__ == "__main__":
+    main()
