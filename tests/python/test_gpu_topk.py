@@ -668,7 +668,9 @@ def test_torch_compile_reaches_flyops(dtype, experts, kernel):
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
           randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16)]
-    ks = [100, 50, 8, 6]  # delegates (four launches, then two), the warp kernel, the group kernel
+    # delegates (the screened chain's seven launches, then the stream and the finish), the warp
+    # kernel, the group kernel
+    ks = [100, 50, 8, 6]
     assert all(torch.ops.flyops._route_topk(x, k).startswith("flyops_topk_delegates") for x, k in zip(xs[:2], ks[:2]))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -679,9 +681,11 @@ def test_cuda_graph_capture_and_replay():
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         outs = [torch.topk(x, k) for x, k in zip(xs, ks)]
-    for _ in range(2):
+    for rep in range(3):
         for x in xs:
             x.copy_(torch.randn_like(x))
+        if rep == 2:  # the row of 2^24 all equal: its list overflows, the chain's kernels run
+            xs[0].fill_(1.5)
         g.replay()
         torch.cuda.synchronize()
         for x, k, (ov, oi) in zip(xs, ks, outs):
