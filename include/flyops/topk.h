@@ -87,8 +87,9 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 
 // Tuning hook for benchmarks: force a kind (0 stock, 1 warp, 2 cluster, 3 two-stage,
 // 4 arg-max, 5 group, 6 delegates, 7 the router without delegates, 8 delegates without the
-// finish kernel, 9 delegates with the finish kernel but no screening, 10 delegates screened
-// wherever screening fits, 11 cluster without the gather ending; -1 the router) and a
+// finish kernel (unscreened), 9 delegates with the finish kernel but no screening, 10
+// delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
+// behind a screened list finish wherever it fits; -1 the router) and a
 // cluster size (0: the router's; for delegates, vectors per group). Forced plans that
 // cannot run fall back to the router's choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);

@@ -43,9 +43,10 @@ namespace flyops::topk::detail {
 // keys, popped from the lanes (r rounds of a warp maximum), then from the warps' lists by
 // warp 0. small_cut's first round counts every sampled key into a histogram whose few top
 // bins its shared atomics crowd: the wide sample took 7-10 us with it, ~3.5-5 with this
-// (TopK v48; the 128-thread sample keeps small_cut, unmeasured there). The key sits at or
-// below the rank-th best sampled key (each of those threads holds one at or above it), and
-// equals it unless a thread holds two of the best: the list grows by those few.
+// (TopK v48; the 128-thread sample keeps small_cut: popping measured ~5% slower there at
+// r = 21). The key sits at or below the rank-th best sampled key (each of those threads
+// holds one at or above it), and equals it unless a thread holds two of the best: the list
+// grows by those few.
 inline constexpr int kScreenPopMax = 32;
 
 // The r-th best (r <= 32, with multiplicity) of one key per thread, in warp 0's lanes.

@@ -148,12 +148,12 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
 inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's blocks start beside it
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
-inline constexpr int kScreenPieces = kScreenThreads / 32 * kScreenVecsPerThread;
+FLYOPS_HD constexpr int screen_pieces(int threads) { return threads / 32 * kScreenVecsPerThread; }
+inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // The wide sample, for the delegates' radix chain (rows too long for the finish kernel:
 // the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
 // (16 pieces of a 2^24 row would put ~25k elements above the threshold).
 inline constexpr int kScreenWideThreads = 1024;
-FLYOPS_HD constexpr int screen_pieces(int threads) { return threads / 32 * kScreenVecsPerThread; }
 // Vectors a maxima block examines after its loop (of its 1024): 512 let bf16 rows of 128k-152k
 // screen at k = 1024 (~15% of their vectors reach the threshold), 1.17-1.29x (TopK v45).
 inline constexpr int kScreenQueue = 512;

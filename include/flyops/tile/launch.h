@@ -32,6 +32,14 @@ inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, int smem_bytes, 
   return launch_config(grid, block, smem_bytes, stream, attr);
 }
 
+// The attribute of a programmatic dependent launch (launch_dependent, below).
+inline cudaLaunchAttribute dependent_attr() {
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` CTAs along x.
 template <typename... KArgs, typename... Args>
 cudaError_t launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, int smem_bytes,
@@ -47,8 +55,7 @@ cudaError_t launch_cluster_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 b
                                      cudaStream_t stream, int cluster, Args&&... args) {
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t cfg = cluster_config(grid, block, smem_bytes, stream, &attrs[0], cluster);
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  attrs[1] = dependent_attr();
   cfg.numAttrs = 2;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
@@ -62,9 +69,7 @@ cudaError_t launch_cluster_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 b
 template <typename... KArgs, typename... Args>
 cudaError_t launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, int smem_bytes, cudaStream_t stream,
                              Args&&... args) {
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr = dependent_attr();
   const cudaLaunchConfig_t cfg = launch_config(grid, block, smem_bytes, stream, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
