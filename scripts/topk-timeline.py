@@ -1,0 +1,46 @@
+"""Kernel timeline of single torch.topk calls (scripts only): for each case ROWSxN:K the
+kernels of one call, their start relative to the call's first kernel and their duration
+(torch.profiler, CUPTI), L2 flushed before the call. A kernel launched dependent (PDL)
+starts early and waits, so its start is its launch, not its work."""
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import flyops  # noqa: F401
+
+
+def main():
+    dtypes = [torch.float32, torch.bfloat16]
+    cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:]]
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    torch.manual_seed(1)
+    for dtype in dtypes:
+        for rows, n, k in cases:
+            x = torch.randn(rows, n, device="cuda").to(dtype)
+            for _ in range(3):
+                torch.topk(x, k)
+            spans = []
+            for rep in range(3):
+                flush.zero_()
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    torch.topk(x, k)
+                    torch.cuda.synchronize()
+                ev = sorted((e for e in prof.events() if e.device_type.name == "CUDA" and "flyops" in e.name),
+                            key=lambda e: e.time_range.start)
+                spans.append(ev)
+            # the call with the shortest span is printed
+            ev = min(spans, key=lambda v: v[-1].time_range.end - v[0].time_range.start if v else 1e9)
+            if not ev:
+                continue
+            t0 = ev[0].time_range.start
+            total = max(e.time_range.end for e in ev) - t0
+            print(f"{str(dtype)[6:]} {rows}x{n} k={k}: {total:.1f} us")
+            for e in ev:
+                s, d = e.time_range.start - t0, e.time_range.end - e.time_range.start
+                print(f"   {s:7.1f} +{d:6.1f}  {e.name[:90]}")
+
+
+if __name__ == "__main__":
+    main()
