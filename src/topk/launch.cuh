@@ -98,7 +98,7 @@ struct Launcher {
                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
              if constexpr (!Keys::kIdentity)  // maxima keys (AscKeys32) never take the finish kernel
                ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               finish_smem(kFinishSmemMaxE, kFinishSmemMaxK).total) == cudaSuccess;
+                                               finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total) == cudaSuccess;
              if (!ok) cudaGetLastError();
              return ok ? 1 : 0;
            }) != 0;
@@ -216,7 +216,7 @@ struct Launcher {
                  screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
     const unsigned grid = static_cast<unsigned>(p.rows);
-    const int smem = finish_smem(plan.finish, static_cast<int>(p.k)).total;
+    const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
     // stream drains and wait for the maxima (tile::launch_dependent), 2-9% faster on the
     // H200. The shared-memory form launches after it: started early, its 512-thread CTAs
@@ -266,7 +266,7 @@ struct Launcher {
     if (!prepare(p.device)) return Status::kUnsupported;
     FinishArgs f{p.x,   p.x_row_stride, p.n,     static_cast<int>(p.k),    0,     elems,
                  p.largest, p.sorted,   nullptr, p.values, p.indices, count, list, finish_capacity(elems), done};
-    const int smem = finish_smem(elems, static_cast<int>(p.k)).total;
+    const int smem = finish_smem(elems, static_cast<int>(p.k), 0).total;
     return launched(tile::launch_dependent(&flyops_topk_finish<Keys, 0>, dim3(static_cast<unsigned>(p.rows)),
                                            dim3(kFinishThreads), smem, p.stream, f));
   }

@@ -129,10 +129,12 @@ struct KeyBits : KeyRange {
 };
 
 // What the search found: every key above `hi` is taken; of the keys in [lo, hi], all of them
-// when `whole`, else (lo == hi) the first `need` in position order.
+// when `whole`, else (lo == hi) the first `need` in position order. `taken` keys in all: k,
+// or up to small_cut's `loose` for a whole bin.
 struct SmallCut {
   uint32_t lo, hi, need;
   bool whole;
+  uint32_t taken;
 };
 
 namespace detail {
@@ -178,14 +180,14 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSe
     }
   }
   uint32_t need = k;
-  if (mn == mx) return {mn, mx, need, false};
+  if (mn == mx) return {mn, mx, need, false, k};
   // Every key has `all`'s bits below `low`: the digits work on key >> low. A caller's
   // raised least key (finish_kernel.cuh) may differ from the greatest only below it: then
   // every key in range is the greatest.
   int low = 0;
   if constexpr (Range::kBits) {
     low = __ffs(any & ~all) - 1;
-    if (((mn ^ mx) >> low) == 0) return {mx, mx, need, false};
+    if (((mn ^ mx) >> low) == 0) return {mx, mx, need, false, k};
   }
   const uint32_t low_bits = all & detail::low_mask(low);
   // Digits split the range [lo, hi] (keys >> low) evenly by offset from lo, not by bit
@@ -234,8 +236,8 @@ FLYOPS_DEVICE SmallCut small_cut(const Run& run, Range part, uint32_t k, SmallSe
     lo += off;
     hi = span - off <= detail::low_mask(sh) ? hi : lo + detail::low_mask(sh);
     if (s.pick[2] == need || k - need + s.pick[2] <= loose)
-      return {lo << low, (hi << low) | detail::low_mask(low), need, true};
-    if (lo == hi) return {(lo << low) | low_bits, (lo << low) | low_bits, need, false};
+      return {lo << low, (hi << low) | detail::low_mask(low), need, true, k - need + s.pick[2]};
+    if (lo == hi) return {(lo << low) | low_bits, (lo << low) | low_bits, need, false, k};
     buf ^= 1;
   }
 }
@@ -271,12 +273,13 @@ FLYOPS_DEVICE bool small_taken(uint32_t key, const SmallCut& cut, uint32_t& e) {
 }
 
 // The k best keys of the CTA: emit(j, key, slot) for each of this thread's taken keys,
-// slots 0..k-1 in position order; returns the cut (every taken key is >= its lo). Every
-// thread calls it.
+// slots 0..cut.taken-1 in position order; returns the cut (every taken key is >= its lo).
+// `loose` as small_cut's: more than k may be taken, all of them at or above the k-th best.
+// Every thread calls it.
 template <int kThreads, typename Run, typename Range, typename Emit>
 FLYOPS_DEVICE SmallCut small_select(const Run& run, Range part, uint32_t k, SmallSelectSmem<kThreads>& s,
-                                    Emit&& emit, PhaseTrace* trace = nullptr) {
-  const SmallCut cut = small_cut<kThreads>(run, part, k, s, trace);
+                                    Emit&& emit, PhaseTrace* trace = nullptr, uint32_t loose = 0) {
+  const SmallCut cut = small_cut<kThreads>(run, part, k, s, trace, loose);
   uint32_t e = 0;
   uint32_t slot = small_place<kThreads>(run, cut, s, e);
   if (trace != nullptr) trace->mark();

@@ -117,15 +117,25 @@ inline int finish_elems(int64_t n, int64_t k, int64_t group, int elem_bytes) {
   return 0;
 }
 
+// The most groups the finish kernel's register forms take from their maxima (elements per
+// group 2^group_log2): as many as their runs hold, so that the maxima's selection may stop
+// at the first digit whose bin, taken whole with everything above it, fits (k or more
+// groups at or above the k-th best maximum hold the answer as the k best do; TopK v50).
+// The shared-memory form takes exactly k.
+FLYOPS_HD int finish_groups(int elems, int k, int group_log2) {
+  const int fit = elems <= kFinishMaxE ? (kFinishThreads * elems) >> group_log2 : 0;
+  return fit > k ? fit : k;
+}
+
 // The finish kernel's dynamic shared memory, in bytes, and the offsets of its parts: the
 // keys (shared-memory form only; each thread's run strided by 513 words), the sort's
-// composites and payloads (room for the bitonic sort's power of two), the chosen groups.
-// The sort's bucket scatter reuses the keys.
+// composites and payloads (room for the bitonic sort's power of two), the chosen groups
+// (finish_groups). The sort's bucket scatter reuses the keys.
 struct FinishSmem {
   int keys, sort_key, sort_val, chosen, total;
   int sort_cap;  // the power of two >= k
 };
-FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
+FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
   auto up16 = [](int b) { return (b + 15) & ~15; };
   const int p = pow2_ceil(k);
   FinishSmem s;
@@ -133,7 +143,7 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k) {
   s.sort_key = elems > kFinishMaxE ? up16(elems * (kFinishThreads + 1) * 4) : 0;
   s.sort_val = s.sort_key + p * 8;
   s.chosen = up16(s.sort_val + p * 4);
-  s.total = up16(s.chosen + k * 4);
+  s.total = up16(s.chosen + finish_groups(elems, k, group_log2) * 4);
   s.sort_cap = p;
   return s;
 }

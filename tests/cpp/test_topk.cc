@@ -377,11 +377,26 @@ TEST(TopkDelegates, FinishFits) {
   // Shared memory: the keys (64 KB at 32 per thread) and the sort of 1024 leave two CTAs per
   // SM (228 KB; a few KB static and reserved per CTA), and the bucket scatter (12 bytes per
   // composite, then 2048 bucket words) fits over the keys.
-  const topk::FinishSmem big = topk::finish_smem(topk::kFinishSmemMaxE, topk::kFinishSmemMaxK);
+  const topk::FinishSmem big = topk::finish_smem(topk::kFinishSmemMaxE, topk::kFinishSmemMaxK, 4);
   EXPECT_LE(2 * (big.total + 4096), 228 * 1024);
   EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, big.sort_key);
-  EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, topk::finish_smem(16, topk::kFinishSmemMaxK).sort_key);
-  EXPECT_EQ(topk::finish_smem(topk::kFinishMaxE, topk::kFinishMaxK).sort_key, 0);  // no keys in registers' form
+  EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, topk::finish_smem(16, topk::kFinishSmemMaxK, 4).sort_key);
+  EXPECT_EQ(topk::finish_smem(topk::kFinishMaxE, topk::kFinishMaxK, 2).sort_key, 0);  // no keys in registers' form
+  // The register forms' maxima selection may take as many groups as the runs hold (k or
+  // more), the chosen list sized for them; the shared-memory form takes exactly k.
+  EXPECT_EQ(topk::finish_groups(8, 20, 6), cap / 64);                  // 64 groups of 64 fp32
+  EXPECT_EQ(topk::finish_groups(8, cap / 64, 6), cap / 64);
+  EXPECT_EQ(topk::finish_groups(4, 200, 2), 512);                      // runs of 4: 512 one-vector groups
+  EXPECT_EQ(topk::finish_groups(topk::kFinishSmemMaxE, 1024, 4), 1024);
+  EXPECT_EQ(topk::finish_smem(8, 20, 6).total - topk::finish_smem(8, 20, 6).chosen, cap / 64 * 4);
+  for (int64_t n : {32000, 128256, 151936, 262144})
+    for (int64_t k : {1, 20, 50, 256})
+      for (int gl : {3, 4, 5, 6, 7}) {
+        const int e = topk::finish_elems(n, k, int64_t{1} << gl, 4);
+        if (e == 0 || e > topk::kFinishMaxE) continue;
+        EXPECT_GE(topk::finish_groups(e, static_cast<int>(k), gl), k);
+        EXPECT_LE(topk::finish_groups(e, static_cast<int>(k), gl) << gl, topk::kFinishThreads * e);
+      }
 }
 
 // Screening: the sampled pieces stay inside the row and apart, and the rank keeps the

@@ -261,6 +261,37 @@ def test_delegates_finish(kind, dtype):
         assert_same_as_stock(padded, k)
 
 
+@pytest.mark.parametrize("plant", ["equal", "nan"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_delegates_finish_loose(plant, dtype):
+    """The register forms' maxima selection takes a first bin whole when its groups fit: rows
+    where many groups share the k-th best maximum (one planted value in 30-60 groups, the rest
+    below it), so more than k groups are chosen; planted NaNs of both signs must still go to
+    the lowest positions (the values' bits tell). Also fewer groups planted than k, and more
+    than the runs hold (the search goes on to an exact cut)."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    n, group = 262144, 64
+    torch.ops.flyops._topk_force(9, 0)  # the finish kernel, unscreened
+    for groups in (12, 30, 60, 400):
+        rows = []
+        for _ in range(2):
+            r = (torch.randn(n, generator=gen) * 0.1).to(dtype)
+            g = torch.randperm(n // group, generator=gen)[:groups]
+            at = g * group + torch.randint(0, group, (groups,), generator=gen)
+            if plant == "nan":
+                signs = torch.where(torch.rand(groups, generator=gen) < 0.5, -1.0, 1.0)
+                r[at] = (signs * float("nan")).to(dtype)
+            else:
+                r[at] = 3.0
+            rows.append(r)
+        x = torch.stack(rows).cuda()
+        for k in (20, 50):
+            assert "finish8" in torch.ops.flyops._route_topk(x, k) or "finish4" in torch.ops.flyops._route_topk(x, k)
+            for largest in (True, False):
+                for sorted in (True, False):
+                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 def screen_pieces(n, dtype, pieces=16):
     """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece):
     16 pieces (kScreenPieces), or 128 for the wide sample (screen_pieces(kScreenWideThreads))."""
