@@ -40,8 +40,9 @@ FLYOPS_DEVICE void cluster_sync() {
       "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// Split form of cluster_sync: arrive early (relaxed: orders nothing), do independent work,
-// then wait before the first access that needs the peers' earlier writes.
+// Split form of cluster_sync: arrive early (release: this thread's earlier writes are
+// visible after the matching wait), do independent work, then wait before the first access
+// that needs the peers' earlier writes.
 FLYOPS_DEVICE void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
