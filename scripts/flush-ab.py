@@ -1,0 +1,56 @@
+"""How the L2 flush's kind moves memory-bound times (scripts only): the bench's flush writes
+256 MiB (the L2 is left full of dirty lines, written back while the timed call reads); a
+read flush (a sum over 256 MiB) leaves it full of clean ones. Stock and flyops TopK, and a
+copy, under each, in one process:
+
+    python scripts/flush-ab.py 64x262144:20 256x151936:50
+"""
+import statistics
+import sys
+
+import torch
+
+import flyops
+from flyops.bench.common import Timer
+
+
+class ReadFlushTimer(Timer):
+    def samples(self, fn, reps=None, warmup=None):
+        for _ in range(self.warmup if warmup is None else warmup):
+            fn()
+        n = self.reps if reps is None else reps
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        sink = torch.empty(1, dtype=torch.int64, device="cuda")
+        flat = self._flush.view(torch.int64)
+        for s, e in zip(starts, ends):
+            torch.sum(flat, out=sink)
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def main():
+    cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:]]
+    timers = {"write": Timer(reps=40, warmup=5), "read": ReadFlushTimer(reps=40, warmup=5)}
+    timers["read"]._flush = timers["write"]._flush
+    for name, t in timers.items():
+        print(f"copy 256 MiB, {name} flush: {t.copy_GBps(256 << 20):.0f} GB/s", flush=True)
+    torch.manual_seed(1)
+    for dtype in (torch.float32, torch.bfloat16):
+        for rows, n, k in cases:
+            x = torch.randn(rows, n, device="cuda").to(dtype)
+            gb = x.numel() * x.element_size() / 1e9
+            line = f"{str(dtype)[6:]} {rows}x{n} k={k}:"
+            for name, t in timers.items():
+                with flyops.disabled():
+                    s = t.device_ms(lambda: torch.topk(x, k))
+                f = t.device_ms(lambda: torch.topk(x, k))
+                line += f"  {name}: stock {s * 1e3:.1f} flyops {f * 1e3:.1f} us ({gb / (f * 1e-3) / 4200 * 1e3:.2f} of 4.2 TB/s)"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
