@@ -16,12 +16,12 @@ from flyops.bench.common import Timer
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--forces", default="-1,8", help="force codes, the first is the base")
+    ap.add_argument("--forces", default="-1,8", help="force codes (KIND or KIND/CLUSTER), the first is the base")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("cases", nargs="+", help="ROWSxN:K")
     args = ap.parse_args()
-    forces = [int(f) for f in args.forces.split(",")]
+    forces = args.forces.split(",")  # KIND or KIND/CLUSTER (the force's second argument)
     timer = Timer(reps=30, warmup=5)
     torch.manual_seed(1)
     for dname in args.dtypes.split(","):
@@ -34,7 +34,8 @@ def main():
             times = {f: [] for f in forces}
             for _ in range(args.rounds):
                 for f in forces:
-                    torch.ops.flyops._topk_force(f, 0)
+                    kind, _, c = f.partition("/")
+                    torch.ops.flyops._topk_force(int(kind), int(c or 0))
                     plan = torch.ops.flyops._route_topk(x, k)
                     ms = timer.device_ms(lambda: torch.topk(x, k))
                     times[f].append(ms * 1e3)

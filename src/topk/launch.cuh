@@ -312,7 +312,9 @@ struct Launcher {
       }
     }
     Status st;
-    if (gv == 16)
+    if (gv == 32)
+      st = stream_maxima<32>(d, grid, screen, p.stream);
+    else if (gv == 16)
       st = stream_maxima<16>(d, grid, screen, p.stream);
     else if (gv == 8)
       st = stream_maxima<8>(d, grid, screen, p.stream);

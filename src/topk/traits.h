@@ -61,11 +61,14 @@ inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;
 inline constexpr int kDelegateUnroll = 4;  // 16-byte loads in flight per thread
-// A group is 1 to 16 consecutive 16-byte vectors: larger groups leave fewer maxima (n / G)
-// to select from, smaller ones fewer candidates (k G). The two selections cost about the
-// same per element, so G near sqrt(n / k) balances them; the H200 sweep agrees (TopK v17:
-// k = 1024 best at G = 8-16 for n of 128k-262k, 4-8 at 32000; k = 20-100 at 64 fp32).
-inline constexpr int kMaxGroupVecs = 16;
+// A group is 1 to 32 consecutive 16-byte vectors, at most 128 elements: larger groups
+// leave fewer maxima (n / G) to select from, smaller ones fewer candidates (k G). The two
+// selections cost about the same per element, so G near sqrt(n / k) balances them; the H200
+// sweep agrees (TopK v17: k = 1024 best at G = 8-16 for n of 128k-262k, 4-8 at 32000; k =
+// 20-100 at 64 fp32, where 128 was out of reach then: TopK v54 measured it 1-3% faster at
+// k = 20 on rows of 262144; 256 bf16 elements measured 0-1% slower on the row of 2^24).
+inline constexpr int kMaxGroupVecs = 32;
+inline constexpr int kMaxGroupElems = 128;
 
 // Elements per group for k of a row of n (a power of two, the one nearest sqrt(n / k) in
 // log2, and within 4x of it), or 0 when delegates do not fit: whole groups per row and the
@@ -73,11 +76,12 @@ inline constexpr int kMaxGroupVecs = 16;
 inline int delegate_group(int64_t n, int64_t k, int elem_bytes, int only_vecs = 0) {
   const int vec = 16 / elem_bytes;
   // The target's square, n / k, capped at the largest group's.
-  const double cap = static_cast<double>(kMaxGroupVecs * vec);
+  const int max_vecs = std::min(kMaxGroupVecs, kMaxGroupElems / vec);
+  const double cap = static_cast<double>(max_vecs * vec);
   const double target2 = std::min(static_cast<double>(n) / static_cast<double>(k), cap * cap);
   int best = 0;
   double best_err = 0;
-  for (int gv = kMaxGroupVecs; gv >= 1; gv /= 2) {
+  for (int gv = max_vecs; gv >= 1; gv /= 2) {
     const int64_t g = int64_t{gv} * vec;
     if (n % g != 0 || k * g * 2 > n || (only_vecs != 0 && gv != only_vecs)) continue;
     // |log2(g) - log2(target)|, compared as |log2(g^2 / target^2)|

@@ -286,13 +286,19 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
+  // Groups reach 128 elements: 32 vectors of fp32, still 16 of bf16 (TopK v54).
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 20)), "flyops_topk_delegates<fp32,g128,finish8>");
+  EXPECT_EQ(topk::delegate_group(262144, 20, 4), 128);
+  EXPECT_EQ(topk::delegate_group(262144, 20, 2), 128);
+  EXPECT_EQ(topk::delegate_group(int64_t{1} << 24, 100, 2), 128);
+  EXPECT_EQ(topk::delegate_group(262144, 20, 2, 32), 0);  // 256 bf16 elements: past the cap
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g64,c16,c2,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g128,c16,c4,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 100)), "flyops_topk_delegates<bf16,g128,c16,c4,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16,gather>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
