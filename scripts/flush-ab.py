@@ -5,7 +5,6 @@ and decode GEMMs (M x N x K, stock against flyops' kernel forced) under each, in
 
     python scripts/flush-ab.py 64x262144:20 256x151936:50 gemm:1x4096x4096
 """
-import statistics
 import sys
 
 import torch
@@ -15,20 +14,8 @@ from flyops.bench.common import Timer
 
 
 class ReadFlushTimer(Timer):
-    def samples(self, fn, reps=None, warmup=None):
-        for _ in range(self.warmup if warmup is None else warmup):
-            fn()
-        n = self.reps if reps is None else reps
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        flat = self._flush.view(torch.int64)
-        for s, e in zip(starts, ends):
-            self._sink = flat.sum()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    def flush_l2(self):
+        self._sink = self._flush.view(torch.int64).sum()
 
 
 def main():
@@ -48,7 +35,7 @@ def main():
                 with flyops.disabled():
                     s = t.device_ms(lambda: torch.topk(x, k))
                 f = t.device_ms(lambda: torch.topk(x, k))
-                line += f"  {name}: stock {s * 1e3:.1f} flyops {f * 1e3:.1f} us ({gb / (f * 1e-3) / 4200 * 1e3:.2f} of 4.2 TB/s)"
+                line += f"  {name}: stock {s * 1e3:.1f} flyops {f * 1e3:.1f} us ({gb / (f * 1e-3) / 4200:.3f} of 4.2 TB/s)"
             print(line, flush=True)
     for M, N, K in gemms:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)

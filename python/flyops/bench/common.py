@@ -44,12 +44,17 @@ class Timer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for s, e in zip(starts, ends):
-            self._flush.zero_()
+            self.flush_l2()
             s.record()
             fn()
             e.record()
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def flush_l2(self):
+        """Evicts the L2 before a timed call: a 256 MiB write (the anchors' method; it leaves
+        the L2 full of dirty lines, scripts/flush-ab.py measures what that costs)."""
+        self._flush.zero_()
 
     def device_ms(self, fn):
         return statistics.median(self.samples(fn))
