@@ -8,12 +8,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import flyops  # noqa: F401
+from flyops.bench.common import Timer
 
 
 def main():
     dtypes = [torch.float32, torch.bfloat16]
     cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:]]
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    timer = Timer()  # for its L2 flush only
     torch.manual_seed(1)
     for dtype in dtypes:
         for rows, n, k in cases:
@@ -22,7 +23,7 @@ def main():
                 torch.topk(x, k)
             spans = []
             for rep in range(3):
-                flush.zero_()
+                timer.flush_l2()
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     torch.topk(x, k)

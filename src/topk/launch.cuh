@@ -312,9 +312,12 @@ struct Launcher {
       }
     }
     Status st;
-    if (gv == 32)
-      st = stream_maxima<32>(d, grid, screen, p.stream);
-    else if (gv == 16)
+    if (gv == 32) {  // 32 vectors are within kMaxGroupElems for fp32 only
+      if constexpr (32 * kVec <= kMaxGroupElems)
+        st = stream_maxima<32>(d, grid, screen, p.stream);
+      else
+        st = Status::kUnsupported;  // delegate_group never makes such a group
+    } else if (gv == 16)
       st = stream_maxima<16>(d, grid, screen, p.stream);
     else if (gv == 8)
       st = stream_maxima<8>(d, grid, screen, p.stream);
