@@ -141,10 +141,10 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
     }
     __syncwarp();
   }
+  // Not zeroed: the first wgmma overwrites (scale-d 0). Zeroing here made ptxas serialize
+  // every wgmma of the mainloop (C7515: non-wgmma instructions defining accumulators).
   float acc[kMP / 2];
   if (wg > 0) {
-#pragma unroll
-    for (float& v : acc) v = 0.f;
     tile::RingState<Cfg::kStages> st;
     consume<Cfg, T, kWKMajor, kXKMajor, 1>(acc, s, ring, st, kb_begin, kb_end, wg - 1);
   }
