@@ -54,6 +54,8 @@ struct TopkPlan {
   int64_t seg_len = 0;
   int seg_cluster = 1;
   const char* reason = "";  // why stock, when kind == kStock
+  // kGroup: threads a row of 65-256 elements (8, 16, 32); 0: traits.h's group_shape rule.
+  int group_threads = 0;
   // kDelegate: elements per group, and the selections over the group maxima and over the
   // chosen groups' elements.
   int group = 0;
@@ -90,7 +92,8 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // finish kernel (unscreened), 9 delegates with the finish kernel but no screening, 10
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
 // behind a screened list finish wherever it fits; -1 the router) and a
-// cluster size (0: the router's; for delegates, vectors per group). Forced plans that
+// cluster size (0: the router's; for delegates, vectors per group; for the group kernel,
+// threads a row of 65-256 elements: 8, 16 or 32). Forced plans that
 // cannot run fall back to the router's choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 

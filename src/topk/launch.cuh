@@ -74,9 +74,10 @@ struct Launcher {
     }
   }
 
-  static Status group(const TopkParams& p) {
+  static Status group(const TopkParams& p, int threads) {
     if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
-    const GroupShape s = group_shape(p.n, p.rows);
+    const GroupShape s = group_shape(p.n, p.rows, threads);
+    if (s.g == 32) return group_ge<32, 8>(p);
     if (s.g == 1) return group_ge<1, 8>(p);
     if (s.g == 2) return group_ge<2, 8>(p);
     if (s.g == 4) return group_ge<4, 8>(p);
@@ -364,7 +365,7 @@ struct Launcher {
     if (p.rows == 0) return Status::kSuccess;
     switch (plan.kind) {
       case TopkPlan::Kind::kWarp: return warp(p);
-      case TopkPlan::Kind::kGroup: return group(p);
+      case TopkPlan::Kind::kGroup: return group(p, plan.group_threads);
       case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster, nullptr, 0, plan.gather);
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());

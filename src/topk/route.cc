@@ -175,6 +175,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   if (forced == 0) return stock("forced to stock (tuning)");
   if (forced == 5 && p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK) {
     plan.kind = TopkPlan::Kind::kGroup;
+    if (forced_c == 8 || forced_c == 16 || forced_c == 32) plan.group_threads = forced_c;
     return plan;
   }
   if (forced == 1 && p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK) {
@@ -200,6 +201,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {
     plan.kind = TopkPlan::Kind::kGroup;
+    plan.group_threads = topk::group_threads(p);
     return plan;
   }
   if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && !radix_only) {
@@ -266,7 +268,12 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     }
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
     case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
-    case TopkPlan::Kind::kGroup: std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype)); break;
+    case TopkPlan::Kind::kGroup:
+      if (plan.group_threads != 0)
+        std::snprintf(buf, len, "flyops_topk_group<%s,t%d>", dtype_name(dtype), plan.group_threads);
+      else
+        std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype));
+      break;
     case TopkPlan::Kind::kCluster:
       std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d%s>", dtype_name(dtype), plan.cluster,
                     plan.gather != 0 ? ",gather" : "");

@@ -41,12 +41,15 @@ inline constexpr int64_t kGroupWideRows = 1024;
 struct GroupShape {
   int g = 0, e = 0;
 };
-FLYOPS_HD GroupShape group_shape(int64_t n, int64_t rows) {
+// `threads` (8, 16 or 32; 0: by the rule above) sets the threads a row of 65-256 elements
+// takes; 32 means a warp a row, eight elements a thread.
+FLYOPS_HD GroupShape group_shape(int64_t n, int64_t rows, int threads = 0) {
   if (n <= 8) return {1, 8};
   if (n <= 16) return {2, 8};
   if (n <= 32) return {4, 8};
   if (n <= 64) return {8, 8};
-  if (rows <= kGroupWideRows) return {16, n <= 128 ? 8 : 16};
+  if (threads == 32) return {32, 8};
+  if (threads == 16 || (threads == 0 && rows <= kGroupWideRows)) return {16, n <= 128 ? 8 : 16};
   if (n <= 128) return {8, 16};
   return {8, 32};
 }

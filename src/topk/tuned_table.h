@@ -76,11 +76,34 @@ inline bool prefer_screen_chain(const TopkParams&) { return true; }
 // of 129-256 at k = 6-8 from the warp kernel: 4096 x 256 7.8-8.1 vs 8.5 us, 16384 x 256
 // 12.5-13.3 vs 17.3, 65536 x 256 29.8-31.6 vs 51.8, 65536 x 128 20.0-21.9 vs 35.3 (4096 x
 // 128 k = 8 6.98 vs 6.80, even).
+// Since TopK v56 (session of 2026-12-01, fourteenth, run 6, forces in rotating order), fp32
+// rows of 129-256 at k >= 3 and up to 1024 rows take the group kernel too, at the threads a
+// row of group_threads: 0.84-0.91x of the warp kernel's time up to 512 rows (a warp a row),
+// 0.88-0.94x at 1024 (sixteen threads); at 2048 rows neither beat it.
 inline bool prefer_group(const TopkParams& p) {
   if (p.n > kGroupMaxN || p.k > kGroupMaxK) return false;
   if (p.dtype != DType::kFloat32 || p.n <= 64) return true;
-  if (p.rows < 4096) return p.n <= 128 ? p.k >= 3 : p.k == 2;
+  if (p.rows < 4096) return p.n <= 128 ? p.k >= 3 : p.k == 2 || (p.k >= 3 && p.rows <= 1024);
   return true;
+}
+
+// Threads a row for rows of 129-256 in the group kernel, where they measured faster than
+// traits.h's group_shape rule (0: that rule). Source: TopK v56 (run 6, all three forced in
+// rotating order over rows 1-16384 x N 128/200/256 x k 2/6/8, fp32 and bf16; run 5 for
+// 65536 rows): fp32 k >= 2 up to 512 rows, a warp a row (1 x 256 k = 8 5.01 against the
+// warp kernel's 5.50 us and sixteen threads' 5.52); fp32 k >= 3 from 4096 rows, where the
+// threshold form runs, sixteen threads instead of eight, 0.91-0.96x up to 16384 rows
+// (4096 x 256 k = 8 7.86 vs 8.45 us; 16384 x 256 12.46 vs 13.42), within 2% at 65536; 16-bit
+// rows the same from 16384 rows, where their threshold form starts (16384 x 256 k = 8 10.90
+// vs 11.68), and not with the networks (8192 rows 1.03-1.07x). Rows of 65-128 showed
+// nothing past the measurement's +-5% on these ~5-10 us calls.
+inline int group_threads(const TopkParams& p) {
+  if (p.n <= 128 || p.n > kGroupMaxN) return 0;
+  if (p.dtype == DType::kFloat32) {
+    if (p.k >= 2 && p.rows <= 512) return 32;
+    return p.k >= 3 && p.rows >= 4096 && p.rows <= 32768 ? 16 : 0;
+  }
+  return p.k >= 5 && p.rows >= 16384 && p.rows <= 32768 ? 16 : 0;
 }
 
 // The group kernel's threshold form (k >= 2 on rows of eight threads or more) instead of

@@ -247,6 +247,23 @@ TEST(TopkDelegates, MatchTheKeysFp32) { check_delegates_against_keys<topk::Float
 TEST(TopkDelegates, MatchTheKeysFp16) { check_delegates_against_keys<topk::Fp16Keys>(1); }
 TEST(TopkDelegates, MatchTheKeysBf16) { check_delegates_against_keys<topk::Bf16Keys>(2); }
 
+// The group kernel's threads a row, forced for tuning (force 5, 8/16/32); other values keep
+// the rule.
+TEST(TopkRoute, GroupThreadsForced) {
+  for (int t : {8, 16, 32}) {
+    flyops::topk_force(5, t);
+    EXPECT_EQ(flyops::topk_choose(params(DType::kFloat32, 4096, 256, 8), kH200).group_threads, t);
+    EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 256, 8)), "flyops_topk_group<bf16,t" + std::to_string(t) + ">");
+  }
+  flyops::topk_force(5, 4);
+  EXPECT_EQ(flyops::topk_choose(params(DType::kFloat32, 4096, 256, 8), kH200).group_threads, 0);
+  flyops::topk_force(-1, 0);
+  EXPECT_EQ(topk::group_shape(256, 4096, 32).g, 32);
+  EXPECT_EQ(topk::group_shape(256, 4096).g, 8);
+  EXPECT_EQ(topk::group_shape(256, 1024).g, 16);
+  EXPECT_EQ(topk::group_shape(64, 4096, 32).g, 8);  // rows of 64 or fewer keep their shape
+}
+
 TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 8, 8)), "flyops_topk_group<fp32>");
@@ -255,7 +272,8 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128, 8)), "flyops_topk_group<fp32>");  // few rows: 16 a row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128, 2)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 2)), "flyops_topk_group<fp32>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 8)), "flyops_topk_warp<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 8)), "flyops_topk_group<fp32>");  // sixteen a row (v56)
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 2048, 256, 8)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 8, 1)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 128, 4)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 4)), "flyops_topk_group<fp32>");
@@ -265,7 +283,17 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 256, 6)), "flyops_topk_group<bf16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 2)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 6)), "flyops_topk_group<fp32>");  // threshold form
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 6)), "flyops_topk_warp<fp32>");  // few rows: networks lose
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1024, 256, 6)), "flyops_topk_group<fp32>");
+  // Threads a row for rows of 129-256 where they measured faster than the rule (TopK v56).
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 256, 8)), "flyops_topk_group<fp32,t32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 512, 200, 2)), "flyops_topk_group<fp32,t32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 256, 8)), "flyops_topk_group<fp32,t16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16384, 129, 6)), "flyops_topk_group<fp32,t16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 256, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 128, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 16384, 256, 8)), "flyops_topk_group<bf16,t16>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8192, 256, 8)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 16384, 256, 2)), "flyops_topk_group<bf16>");
   // The group kernel's threshold form: fp32 from 4096 rows at k >= 3, 16-bit rows only long and many.
   EXPECT_TRUE(topk::prefer_group_threshold(params(DType::kFloat32, 4096, 256, 6)));
   EXPECT_FALSE(topk::prefer_group_threshold(params(DType::kFloat32, 4096, 256, 2)));

@@ -32,12 +32,13 @@ def main():
                 for largest, sorted in ((True, True), (False, False)):
                     cases += 1
                     failures += not check(xx, k, largest, sorted)
-        force(5, 0)  # the group kernel on rows the router gives the warp kernel
-        for n in (200, 256):
-            x = torch.randn(37, n + 1, device="cuda").to(dtype)[:, 1:]
-            for xx in (x, x.contiguous()):
-                cases += 1
-                failures += not check(xx, 8)
+        for t in (0, 32):  # the group kernel on rows the router gives the warp kernel (and a warp a row)
+            force(5, t)
+            for n in (200, 256):
+                x = torch.randn(37, n + 1, device="cuda").to(dtype)[:, 1:]
+                for xx in (x, x.contiguous()):
+                    cases += 1
+                    failures += not check(xx, 8)
         force(-1, 0)  # the group kernel's threshold form (many rows), and its fallback
         for n in (200, 256):  # to the networks where a CTA holds a row of ties
             x = torch.randn(16400, n + 1, device="cuda").to(dtype)[:, 1:]

@@ -251,12 +251,13 @@ def test_topk_routing_decisions():
     f32 = lambda *shape, **kw: torch.empty(*shape, **kw)  # noqa: E731
     assert r(f32(16384, 128), 8) == "flyops_topk_group<fp32>"  # the group kernel's threshold form
     assert r(f32(16384, 128), 4) == "flyops_topk_group<fp32>"
-    assert r(f32(16384, 256), 8) == "flyops_topk_group<fp32>"
-    assert r(f32(1024, 256), 8) == "flyops_topk_warp<fp32>"  # fewer rows: the lane-group threshold
-    assert r(f32(16384, 256, dtype=torch.bfloat16), 8) == "flyops_topk_group<bf16>"
+    assert r(f32(16384, 256), 8) == "flyops_topk_group<fp32,t16>"  # sixteen threads a row (v56)
+    assert r(f32(1024, 256), 8) == "flyops_topk_group<fp32>"
+    assert r(f32(2048, 256), 8) == "flyops_topk_warp<fp32>"  # the lane-group threshold
+    assert r(f32(16384, 256, dtype=torch.bfloat16), 8) == "flyops_topk_group<bf16,t16>"
     assert r(f32(64, 128), 8) == "flyops_topk_group<fp32>"  # few rows: sixteen threads a row
     assert r(f32(64, 128), 2) == "flyops_topk_warp<fp32>"
-    assert r(f32(64, 256), 2) == "flyops_topk_group<fp32>"
+    assert r(f32(64, 256), 2) == "flyops_topk_group<fp32,t32>"  # a warp a row
     assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"
     assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_cluster<bf16,c16,gather>"
     assert r(f32(1, 1 << 24), 100).startswith("flyops_topk_delegates<fp32")

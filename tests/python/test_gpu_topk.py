@@ -12,6 +12,7 @@ import flyops
 pytestmark = pytest.mark.gpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+DNAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}  # in kernel names
 INT_VIEW = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
             torch.float64: torch.int64, torch.int64: torch.int64}
 
@@ -569,6 +570,26 @@ def test_group_kernel_every_shape(dtype):
     assert_same_as_stock(randn((3, 5, 7, 64), dtype), 6)  # leading dims fold into rows
 
 
+@pytest.mark.parametrize("threads", (8, 16, 32))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_group_kernel_threads_forced(threads, dtype):
+    """Rows of 65-256 at each forced number of threads a row (32: a warp a row, eight
+    elements a thread, the threshold form's one-maximum mask path at every k >= 2): few rows
+    and many (where the threshold form runs), special rows among random ones, both directions."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(5, threads)
+    for N in (65, 128, 129, 256):
+        check_short_rows(N, dtype, gen, f"group<{DNAME[dtype]},t{threads}>", (1, 2, 3, 6, 8), (2, 8))
+    for rows, N in ((4096, 129), (4097, 256), (16385, 200)):
+        x = randn((rows, N), dtype)
+        for kind in SPECIAL:
+            x[rows // 2] = special_row(N, dtype, kind, gen).cuda()
+            for k in (2, 6, 8):
+                assert_same_as_stock(x, k)
+                assert_same_as_stock(x, k, largest=False, sorted=False)
+    assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_warp_kernel_threshold_pass(dtype):
     """k >= 3 on rows of 65-512: the threshold (lane groups' maxima for k <= 8, lane maxima
@@ -674,7 +695,7 @@ def test_autograd_matches_stock():
     assert torch.equal(go, gs)
 
 
-@pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "warp"),
+@pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "group"),
                                                    (torch.float32, 128256, "delegates")])
 def test_torch_compile_reaches_flyops(dtype, experts, kernel):
     x = randn((256, experts), dtype)
