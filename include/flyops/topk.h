@@ -56,6 +56,9 @@ struct TopkPlan {
   const char* reason = "";  // why stock, when kind == kStock
   // kGroup: threads a row of 65-256 elements (8, 16, 32); 0: traits.h's group_shape rule.
   int group_threads = 0;
+  // kGroup: the threshold form wherever the kernel has one (1), never (0), or where
+  // prefer_group_threshold says (-1).
+  int group_threshold = -1;
   // kDelegate: elements per group, and the selections over the group maxima and over the
   // chosen groups' elements.
   int group = 0;
@@ -91,9 +94,10 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // 4 arg-max, 5 group, 6 delegates, 7 the router without delegates, 8 delegates without the
 // finish kernel (unscreened), 9 delegates with the finish kernel but no screening, 10
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
-// behind a screened list finish wherever it fits; -1 the router) and a
-// cluster size (0: the router's; for delegates, vectors per group; for the group kernel,
-// threads a row of 65-256 elements: 8, 16 or 32). Forced plans that
+// behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
+// its threshold form; -1 the router) and a
+// cluster size (0: the router's; for delegates, vectors per group; for the group kernel
+// (5, 15, 16), threads a row of 65-256 elements: 8, 16 or 32). Forced plans that
 // cannot run fall back to the router's choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 

@@ -48,8 +48,8 @@ struct Launcher {
   }
 
   template <int kG, int kE, int kK>
-  static Status group_gek(const TopkParams& p) {
-    const bool threshold = prefer_group_threshold(p);
+  static Status group_gek(const TopkParams& p, int forced_threshold) {
+    const bool threshold = forced_threshold < 0 ? prefer_group_threshold(p) : forced_threshold == 1;
     GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, threshold, p.values, p.indices};
     constexpr int kRowsPerCta = kGroupThreads / kG;
     const int64_t grid = (p.rows + kRowsPerCta - 1) / kRowsPerCta;
@@ -65,26 +65,27 @@ struct Launcher {
   }
 
   template <int kG, int kE>
-  static Status group_ge(const TopkParams& p) {
+  static Status group_ge(const TopkParams& p, int thr) {
     switch (group_list(p.k)) {
-      case 1: return group_gek<kG, kE, 1>(p);
-      case 2: return group_gek<kG, kE, 2>(p);
-      case 4: return group_gek<kG, kE, 4>(p);
-      default: return group_gek<kG, kE, 8>(p);
+      case 1: return group_gek<kG, kE, 1>(p, thr);
+      case 2: return group_gek<kG, kE, 2>(p, thr);
+      case 4: return group_gek<kG, kE, 4>(p, thr);
+      default: return group_gek<kG, kE, 8>(p, thr);
     }
   }
 
-  static Status group(const TopkParams& p, int threads) {
+  static Status group(const TopkParams& p, const TopkPlan& plan) {
     if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
-    const GroupShape s = group_shape(p.n, p.rows, threads);
-    if (s.g == 32) return group_ge<32, 8>(p);
-    if (s.g == 1) return group_ge<1, 8>(p);
-    if (s.g == 2) return group_ge<2, 8>(p);
-    if (s.g == 4) return group_ge<4, 8>(p);
-    if (s.g == 16) return s.e == 8 ? group_ge<16, 8>(p) : group_ge<16, 16>(p);
-    if (s.e == 8) return group_ge<8, 8>(p);
-    if (s.e == 16) return group_ge<8, 16>(p);
-    return group_ge<8, 32>(p);
+    const GroupShape s = group_shape(p.n, p.rows, plan.group_threads);
+    const int thr = plan.group_threshold;
+    if (s.g == 32) return group_ge<32, 8>(p, thr);
+    if (s.g == 1) return group_ge<1, 8>(p, thr);
+    if (s.g == 2) return group_ge<2, 8>(p, thr);
+    if (s.g == 4) return group_ge<4, 8>(p, thr);
+    if (s.g == 16) return s.e == 8 ? group_ge<16, 8>(p, thr) : group_ge<16, 16>(p, thr);
+    if (s.e == 8) return group_ge<8, 8>(p, thr);
+    if (s.e == 16) return group_ge<8, 16>(p, thr);
+    return group_ge<8, 32>(p, thr);
   }
 
   // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.
@@ -365,7 +366,7 @@ struct Launcher {
     if (p.rows == 0) return Status::kSuccess;
     switch (plan.kind) {
       case TopkPlan::Kind::kWarp: return warp(p);
-      case TopkPlan::Kind::kGroup: return group(p, plan.group_threads);
+      case TopkPlan::Kind::kGroup: return group(p, plan);
       case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster, nullptr, 0, plan.gather);
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());

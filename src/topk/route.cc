@@ -173,9 +173,10 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   const int forced = g_forced_kind.load(std::memory_order_relaxed);
   const int forced_c = g_forced_cluster.load(std::memory_order_relaxed);
   if (forced == 0) return stock("forced to stock (tuning)");
-  if (forced == 5 && p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK) {
+  if ((forced == 5 || forced == 15 || forced == 16) && p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK) {
     plan.kind = TopkPlan::Kind::kGroup;
     if (forced_c == 8 || forced_c == 16 || forced_c == 32) plan.group_threads = forced_c;
+    if (forced != 5) plan.group_threshold = forced == 15 ? 1 : 0;
     return plan;
   }
   if (forced == 1 && p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK) {
@@ -269,11 +270,13 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;
     case TopkPlan::Kind::kWarp: std::snprintf(buf, len, "flyops_topk_warp<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kGroup:
-      if (plan.group_threads != 0)
-        std::snprintf(buf, len, "flyops_topk_group<%s,t%d>", dtype_name(dtype), plan.group_threads);
-      else
-        std::snprintf(buf, len, "flyops_topk_group<%s>", dtype_name(dtype));
+    {
+      char t[8] = "";
+      if (plan.group_threads != 0) std::snprintf(t, sizeof(t), ",t%d", plan.group_threads);
+      std::snprintf(buf, len, "flyops_topk_group<%s%s%s>", dtype_name(dtype), t,
+                    plan.group_threshold == 1 ? ",threshold" : plan.group_threshold == 0 ? ",networks" : "");
       break;
+    }
     case TopkPlan::Kind::kCluster:
       std::snprintf(buf, len, "flyops_topk_cluster<%s,c%d%s>", dtype_name(dtype), plan.cluster,
                     plan.gather != 0 ? ",gather" : "");

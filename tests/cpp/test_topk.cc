@@ -255,6 +255,10 @@ TEST(TopkRoute, GroupThreadsForced) {
     EXPECT_EQ(flyops::topk_choose(params(DType::kFloat32, 4096, 256, 8), kH200).group_threads, t);
     EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 256, 8)), "flyops_topk_group<bf16,t" + std::to_string(t) + ">");
   }
+  flyops::topk_force(15, 16);  // the threshold form wherever the kernel has one
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 64, 8)), "flyops_topk_group<bf16,t16,threshold>");
+  flyops::topk_force(16, 0);
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 64, 8)), "flyops_topk_group<fp32,networks>");
   flyops::topk_force(5, 4);
   EXPECT_EQ(flyops::topk_choose(params(DType::kFloat32, 4096, 256, 8), kH200).group_threads, 0);
   flyops::topk_force(-1, 0);

@@ -590,6 +590,27 @@ def test_group_kernel_threads_forced(threads, dtype):
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
 
 
+@pytest.mark.parametrize("force", (15, 16), ids=("threshold", "networks"))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_group_kernel_threshold_forced(force, dtype):
+    """The group kernel with its threshold form wherever the kernel has one (15: k >= 2 at
+    eight threads a row or more, every dtype and row count) or never (16), on random rows
+    with special ones among them (ties send the threshold form to the networks)."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    name = "threshold" if force == 15 else "networks"
+    torch.ops.flyops._topk_force(force, 0)
+    for N in (40, 64, 128, 256):
+        check_short_rows(N, dtype, gen, f"group<{DNAME[dtype]}", (1, 2, 3, 6, 8), (2, 8))
+        assert torch.ops.flyops._route_topk(randn((2, N), dtype), 8).endswith(f",{name}>")
+    for rows, N in ((4097, 64), (16385, 100)):
+        x = randn((rows, N), dtype)
+        for kind in SPECIAL:
+            x[rows // 2] = special_row(N, dtype, kind, gen).cuda()
+            for k in (2, 8):
+                assert_same_as_stock(x, k)
+                assert_same_as_stock(x, k, largest=False, sorted=False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_warp_kernel_threshold_pass(dtype):
     """k >= 3 on rows of 65-512: the threshold (lane groups' maxima for k <= 8, lane maxima
