@@ -2,8 +2,8 @@
 // (round to nearest even). beta == 0 never reads d (PyTorch's rule: NaN or inf there must
 // not leak). d's strides may be 0, so a bias (N), a column (M, 1) or a full (M, N) addend
 // all come through one path. Two ways out:
-//   store_tile_tma: through a swizzled staging buffer in shared memory and TMA stores,
-//     which clip the edges and drain while the next tile's mainloop runs;
+//   store_tile_tma: through swizzled staging buffers in shared memory (stmatrix) and TMA
+//     stores, which clip the edges and drain while the next tile's mainloop runs;
 //   store_tile: straight from registers with edge checks, for a C that TMA cannot describe.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include "flyops/tile/numeric.h"
+#include "flyops/tile/stmatrix.h"
 #include "flyops/tile/tma.h"
 #include "traits.h"
 
@@ -67,42 +68,93 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>
     }
 }
 
-// One consumer warpgroup's 64 x 256 rows through `staging` (kStagingBytes, 1024-aligned) in
-// two halves of 128 columns. Thread 0 of the warpgroup issues the stores; before writing
-// the staging again it waits for the previous stores to have read it. `bar` is the
-// warpgroup's named barrier.
+// The staged epilogue's forms, chosen once per launch (epilogue_form) so that the per-element
+// work is what the call needs: C = acc (mm, bmm), alpha * acc, a bias row (F.linear's
+// addmm: d with strides (0, 1)), or the general addend (any broadcast, checked per element).
+enum class EpiForm : int { kPlain, kScale, kBias, kGeneral };
+
 template <typename T>
-FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
-                                  unsigned char* staging, int bar, int64_t M, int64_t N, int row0, int col0, int z) {
-  const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  const bool leader = t == 0;
+FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e) {
+  if (e.d == nullptr) return e.alpha == 1.f ? EpiForm::kPlain : EpiForm::kScale;
+  const bool row = e.d_stride_m == 0 && e.d_stride_n == 1 && reinterpret_cast<uintptr_t>(e.d) % 4 == 0;
+  return row ? EpiForm::kBias : EpiForm::kGeneral;
+}
+
+// A consumer warp's 16 x 256 rows of the tile (rows row0 + 16w ..) as four boxes of
+// 16 x 64 (kStoreBoxBytes, the TMA store's 128-byte swizzle) through this warp's two
+// buffers at `staging` (1024-aligned): box q goes into buffer q % 2 once the store of box
+// q - 2 has read it, by stmatrix (four 8 x 8 blocks an instruction), then lane 0 stores it.
+// Only the warp synchronises. With N % 8 == 0 (the TMA path), an even column below N has
+// its neighbour below N too, so a bias is read in pairs.
+template <EpiForm kForm, typename T>
+FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
+                                  unsigned char* staging, int64_t M, int64_t N, int row0, int col0, int z) {
+  const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
+  const int wrow0 = row0 + 16 * w;
+  // Lane l addresses row l % 8 of matrix l / 8: matrices (rows + 0, + 8) x (chunks + 0, + 1).
+  // The 128-byte swizzle puts chunk c of row r at (c ^ r % 8) * 16; for an even chunk pair
+  // 2p that is this lane's chunk-0 address XOR 2p * 16 (the buffer is atom-aligned).
+  const int mi = l / 8, rr = 8 * (mi % 2) + l % 8;
+  const uint32_t lane_addr =
+      tile::smem_addr(staging) + static_cast<uint32_t>(rr * 128) + static_cast<uint32_t>(((mi / 2) ^ (l % 8)) << 4);
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    if (leader) tile::tma_store_wait<0>();
-    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+  for (int q = 0; q < 4; ++q) {
+    float2 bias[8];  // beta * d at this lane's column pairs of box q
+    if constexpr (kForm == EpiForm::kBias) {
+      const uint32_t* d2 = reinterpret_cast<const uint32_t*>(e.d);
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = 16 * w + l / 4 + 8 * h, c = 8 * j + 2 * (l % 4);  // within the 64 x 128 half
-        const int jj = 16 * half + j;
-        float v[2];
-        epilogue_pair(v, &acc[4 * jj + 2 * h], e, row0 + r, col0 + 128 * half + c, M, N);
-        struct alignas(4) Pair {
-          T lo, hi;
-        };
-        const uint32_t off = (c / kStoreCols) * kStoreBoxBytes +
-                             tile::swizzle(kSwizzle, static_cast<uint32_t>(r * kStoreCols * 2 + (c % kStoreCols) * 2));
-        *reinterpret_cast<Pair*>(staging + off) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
+      for (int j = 0; j < 8; ++j) {
+        const int64_t col = col0 + 64 * q + 8 * j + 2 * (l % 4);
+        const float2 b = col < N ? tile::unpack2<T>(__ldg(d2 + col / 2)) : make_float2(0.f, 0.f);
+        bias[j] = make_float2(e.beta * b.x, e.beta * b.y);
       }
-    tile::fence_proxy_async();  // the staging writes, visible to the TMA store
-    asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
-    if (leader) {
+    }
+    if (l == 0) tile::tma_store_wait<1>();
+    __syncwarp();
+    const uint32_t buf = lane_addr + (q % 2) * kStoreBoxBytes;
 #pragma unroll
-      for (int b = 0; b < 2; ++b)
-        tile::tma_store(map_c, staging + b * kStoreBoxBytes, col0 + 128 * half + b * kStoreCols, row0, z);
+    for (int p = 0; p < 4; ++p) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m % 2), chunk 8q + 2p + m / 2
+        const int jj = 8 * q + 2 * p + m / 2, h = m % 2;
+        const float* a2 = &acc[4 * jj + 2 * h];
+        float v[2];
+        if constexpr (kForm == EpiForm::kPlain) {
+          v[0] = a2[0], v[1] = a2[1];
+        } else if constexpr (kForm == EpiForm::kScale) {
+          v[0] = e.alpha * a2[0], v[1] = e.alpha * a2[1];
+        } else if constexpr (kForm == EpiForm::kBias) {
+          const float2 b = bias[2 * p + m / 2];
+          v[0] = __fmaf_rn(e.alpha, a2[0], b.x), v[1] = __fmaf_rn(e.alpha, a2[1], b.y);
+        } else {
+          epilogue_pair(v, a2, e, wrow0 + l / 4 + 8 * h, col0 + 8 * jj + 2 * (l % 4), M, N);
+        }
+        r[m] = tile::pack2<T>(v[0], v[1]);
+      }
+      tile::stmatrix_x4(buf ^ static_cast<uint32_t>(2 * p * 16), r[0], r[1], r[2], r[3]);
+    }
+    tile::fence_proxy_async();  // the staging writes, visible to the TMA store
+    __syncwarp();
+    if (l == 0) {
+      tile::tma_store(map_c, staging + (q % 2) * kStoreBoxBytes, col0 + 64 * q, wrow0, z);
       tile::tma_store_commit();
     }
+  }
+}
+
+// One consumer warpgroup's 64 x 256 rows through TMA stores, each warp its own 16 rows (its
+// kWarpStagingBytes of `staging`); the form is uniform over the launch.
+template <typename T>
+FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>& e, EpiForm form,
+                                  const CUtensorMap* map_c, unsigned char* staging, int64_t M, int64_t N, int row0,
+                                  int col0, int z) {
+  unsigned char* mine = staging + ((threadIdx.x % 128) / 32) * kWarpStagingBytes;
+  switch (form) {
+    case EpiForm::kPlain: store_warp_tma<EpiForm::kPlain>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    case EpiForm::kScale: store_warp_tma<EpiForm::kScale>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    case EpiForm::kBias: store_warp_tma<EpiForm::kBias>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    default: store_warp_tma<EpiForm::kGeneral>(acc, e, map_c, mine, M, N, row0, col0, z); break;
   }
 }
 

@@ -25,6 +25,7 @@ struct KernelArgs {
   Scheduler sched;
   EpilogueArgs<T> epi;
   bool tma_store;  // C through map_c (else straight from registers)
+  EpiForm form;    // the staged epilogue's form (epilogue_form of epi)
 };
 
 }  // namespace flyops::gemm
@@ -67,9 +68,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
     tile::RingState<Cfg::kStages> st;
     for (int64_t t = blockIdx.x / kCluster; t < args.sched.total; t += gridDim.x / kCluster) {
       const TileCoord tc = args.sched.at(t, rank);
-      float acc[Cfg::kBN / 2];
-#pragma unroll
-      for (float& v : acc) v = 0.f;  // the first wgmma overwrites; keeps the registers defined
+      float acc[Cfg::kBN / 2];  // not zeroed: the tile's first wgmma has scale-d 0
       consume<Cfg, T, kAKMajor, kBKMajor, kCluster>(acc, s, ring, st, 0, k_blocks, wg - 1);
       if constexpr (FLYOPS_GEMM_NO_STORE) {
         if (acc[0] == 1.2345e-30f) args.epi.c[0] = T{};  // keeps the mainloop live
@@ -81,13 +80,13 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
       const int row0 = tc.m * Cfg::kBM + 64 * (wg - 1), col0 = tc.n * Cfg::kBN;
       if constexpr (Cfg::kTmaStore) {
         if (args.tma_store) {
-          store_tile_tma<T>(acc, e, &map_c, staging, wg, args.M, args.N, row0, col0, tc.z);
+          store_tile_tma<T>(acc, e, args.form, &map_c, staging, args.M, args.N, row0, col0, tc.z);
           continue;
         }
       }
       store_tile<Cfg::kBN>(acc, e, args.M, args.N, row0, col0);
     }
-    if (args.tma_store && threadIdx.x % 128 == 0) tile::tma_store_drain();
+    if (args.tma_store && threadIdx.x % 32 == 0) tile::tma_store_drain();  // each warp's lane 0 stored
   }
   // No CTA leaves while a peer may still multicast into it or arrive on its barriers.
   if constexpr (kCluster > 1) {

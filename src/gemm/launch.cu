@@ -89,6 +89,9 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
   args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
   args.tma_store = Cfg::kTmaStore && tma_c;
+  args.form = gemm::epilogue_form(args.epi);
+  // A bias read in pairs must stay 4-byte aligned in every batch entry.
+  if (args.form == gemm::EpiForm::kBias && args.batch_stride_d % 2 != 0) args.form = gemm::EpiForm::kGeneral;
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -113,7 +116,7 @@ Status launch_layout(const GemmParams& p, bool tma_c, const CUtensorMap& ma, con
                      : launch<Cfg, T, false, false, kCluster>(p, tma_c, ma, mb, mc);
 }
 
-// C's tensor map for the TMA-store epilogue: {N, M, batch} in 64 x 64 boxes. Only for rows
+// C's tensor map for the TMA-store epilogue: {N, M, batch} in 16 x 64 boxes. Only for rows
 // of whole 16-byte chunks: at the inner edge TMA stores write whole chunks (measured on the
 // H200: N % 8 != 0 overwrote the padding after row ends), so the other widths take the
 // register epilogue.
@@ -128,7 +131,7 @@ tile::TmaShape output_shape(const GemmParams& p) {
   s.strides_bytes[0] = static_cast<uint64_t>(p.ldc) * 2;
   s.strides_bytes[1] = static_cast<uint64_t>(p.batch > 1 ? p.batch_stride_c : p.ldc * p.M) * 2;
   s.box[0] = gemm::kStoreCols;
-  s.box[1] = 64;
+  s.box[1] = gemm::kStoreRows;
   s.box[2] = 1;
   s.swizzle = gemm::kSwizzle;
   return s;

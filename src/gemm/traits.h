@@ -40,10 +40,11 @@ struct Operand {
   }
 };
 
-// The epilogue's TMA-store staging: per consumer warpgroup one 64 x 128 half of its rows,
-// as two 64 x 64 boxes in the TMA store's 128-byte swizzle (8 KB each).
-inline constexpr int kStoreCols = 64;
-inline constexpr uint32_t kStoreBoxBytes = 64 * kStoreCols * 2;
+// The epilogue's TMA-store staging: each consumer warp stores its 16 rows in boxes of
+// 16 x 64 (2 KB, the TMA store's 128-byte swizzle) through two buffers of its own.
+inline constexpr int kStoreCols = 64, kStoreRows = 16;
+inline constexpr uint32_t kStoreBoxBytes = kStoreRows * kStoreCols * 2;
+inline constexpr uint32_t kWarpStagingBytes = 2 * kStoreBoxBytes;
 
 // A tile configuration: kBM x kBN output tiles (two consumer warpgroups of 64 rows each),
 // K blocks of kBK, a ring of kStages.
@@ -61,8 +62,8 @@ struct Config {
     using B = Operand<kBN, kBKMajor>;
     static_assert(A::kBytes + B::kBytes == kStageBytes, "stage size independent of layout");
   };
-  static constexpr uint32_t kStagingBytes = kTmaStore ? 2 * kStoreBoxBytes : 0;
-  static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes 64 x 256 rows in two halves");
+  static constexpr uint32_t kStagingBytes = kTmaStore ? 4 * kWarpStagingBytes : 0;  // per consumer warpgroup
+  static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes a warp's 16 x 256 rows as four boxes");
   // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
   static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");

@@ -20,6 +20,7 @@
 #include "flyops/tile/layout.h"
 #include "flyops/tile/mbarrier.h"
 #include "flyops/tile/pipeline.h"
+#include "flyops/tile/stmatrix.h"
 #include "flyops/tile/tma.h"
 #include "flyops/tile/vec.h"
 #include "flyops/tile/warp.h"
@@ -172,6 +173,28 @@ __global__ void wgmma_kernel(const uint16_t* a, const uint16_t* b, float* d_out)
       }
 }
 
+// ---- stmatrix x4 and pack2: four 8 x 8 matrices from a warp's fragments -----------------
+// Lane l packs matrix i's row l / 4, columns 2 (l % 4) and + 1 (from `in`, fp32, row-major
+// 8 x 8 per matrix) and gives the address of row l % 8 of matrix l / 8 in a buffer whose
+// matrix i starts at 128 i + 512 (i % 2) bytes and whose rows are 16 bytes apart, reversed
+// (row r at 7 - r): the addresses are the lanes' own, not a fixed pattern.
+template <typename T>
+__global__ void stmatrix_kernel(const float* in, uint16_t* out) {
+  __shared__ __align__(16) unsigned char buf[1024];
+  const int l = threadIdx.x;
+  for (int i = l; i < 1024 / 4; i += 32) reinterpret_cast<uint32_t*>(buf)[i] = 0xdeadbeefu;
+  __syncwarp();
+  uint32_t r[4];
+  for (int i = 0; i < 4; ++i) {
+    const float* m = in + 64 * i + 8 * (l / 4) + 2 * (l % 4);
+    r[i] = pack2<T>(m[0], m[1]);
+  }
+  const int mi = l / 8, row = l % 8;
+  stmatrix_x4(smem_addr(buf + 128 * (mi / 2) + 512 * (mi % 2) + 16 * (7 - row)), r[0], r[1], r[2], r[3]);
+  __syncwarp();
+  for (int i = l; i < 512; i += 32) out[i] = reinterpret_cast<const uint16_t*>(buf)[i];
+}
+
 CUtensorMap matrix_map(void* base, int rows, int cols) {
   TmaShape s;
   s.rank = 2;
@@ -300,6 +323,40 @@ void test_ring() {
   cudaFree(out);
 }
 
+// Values that need rounding (ties to even among them) go through pack2 and stmatrix; the
+// buffer must hold each matrix row where its lane said, rounded as the host rounds, and the
+// bytes no lane addressed untouched.
+template <typename T>
+void test_stmatrix(bool fp16) {
+  std::vector<float> in(4 * 64);
+  std::mt19937 rng(fp16 ? 21 : 22);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = (static_cast<float>(rng() % 2001) - 1000.f) / 7.f + (i % 5 == 0 ? 0.5f : 0.f);
+  float* din;
+  uint16_t* dout;
+  CHECK_CUDA(cudaMalloc(&din, in.size() * 4));
+  CHECK_CUDA(cudaMalloc(&dout, 512 * 2));
+  CHECK_CUDA(cudaMemcpy(din, in.data(), in.size() * 4, cudaMemcpyHostToDevice));
+  stmatrix_kernel<T><<<1, 32>>>(din, dout);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> got(512);
+  CHECK_CUDA(cudaMemcpy(got.data(), dout, got.size() * 2, cudaMemcpyDeviceToHost));
+  std::vector<uint16_t> want(512, 0);
+  for (int i = 0; i < 512; i += 2) want[i] = 0xbeef, want[i + 1] = 0xdead;  // the poison words
+  for (int m = 0; m < 4; ++m)
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c) {
+        const int byte = 128 * (m / 2) + 512 * (m % 2) + 16 * (7 - r) + 2 * c;
+        const float v = in[64 * m + 8 * r + c];
+        want[byte / 2] = fp16 ? flyops::reference::float_to_half(v) : flyops::reference::float_to_bf16(v);
+      }
+  report(fp16 ? "stmatrix x4 + pack2 fp16, lane addresses, round to nearest even"
+              : "stmatrix x4 + pack2 bf16, lane addresses, round to nearest even",
+         got == want);
+  cudaFree(din);
+  cudaFree(dout);
+}
+
 void test_wgmma() {
   std::vector<uint16_t> a(64 * 16), b(64 * 16);
   std::vector<float> af(a.size()), bf(b.size());
@@ -348,6 +405,7 @@ struct GemmCase {
   bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
   bool wide = false;     // the wide kernel even where the decode path applies
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
+  int d_offset = 0;      // d starts this many elements into its buffer (1: a bias not 4-byte aligned)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -364,7 +422,7 @@ void test_gemm(const GemmCase& g) {
   const int64_t sa = lda * (g.a_k_major ? M : K), sb = ldb * (g.b_k_major ? N : K), sc = ldc * M;
   const int64_t dsm = g.d_kind == 2 ? 1 : g.d_kind == 3 ? N : 0;
   const int64_t dsn = g.d_kind == 1 || g.d_kind == 3 ? 1 : 0;
-  const int64_t dsize = g.d_kind == 0 ? 1 : g.d_kind == 1 ? N : g.d_kind == 2 ? M : M * N;
+  const int64_t dsize = (g.d_kind == 0 ? 1 : g.d_kind == 1 ? N : g.d_kind == 2 ? M : M * N) + g.d_offset;
   std::vector<float> af(sa * B), bf(sb * B), df(dsize);
   std::vector<uint16_t> a(af.size()), b(bf.size()), d(df.size());
   std::mt19937 rng(static_cast<uint32_t>(M * 131 + N * 7 + K + B));
@@ -398,12 +456,12 @@ void test_gemm(const GemmCase& g) {
   p.cluster = g.cluster;
   p.path = g.wide ? 1 : 0;
   p.kparts = g.kparts;
-  if (g.d_kind != 0) p.d = dd, p.d_stride_m = dsm, p.d_stride_n = dsn;
+  if (g.d_kind != 0) p.d = dd + g.d_offset, p.d_stride_m = dsm, p.d_stride_n = dsn;
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
-  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d c%d%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
+  std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d%s c%d%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
                 (long long)M, (long long)N, (long long)K, (long long)B, (long long)g.pad, g.alpha, g.beta, g.d_kind,
-                g.cluster, g.odd_ldc ? " reg-epilogue" : "");
+                g.d_offset ? "+1" : "", g.cluster, g.odd_ldc ? " reg-epilogue" : "");
   if (!sup.ok) {
     std::printf("%s: unsupported (%s)\n", name, sup.reason);
     report(name, false);
@@ -426,7 +484,7 @@ void test_gemm(const GemmCase& g) {
           want += x * y;
         }
         want *= g.alpha;
-        if (g.d_kind != 0 && g.beta != 0.f) want += double(g.beta) * df[m * dsm + n * dsn];
+        if (g.d_kind != 0 && g.beta != 0.f) want += double(g.beta) * df[g.d_offset + m * dsm + n * dsn];
         const uint16_t v = got[z * sc + m * ldc + n];
         if (v != to_bits(static_cast<float>(want), g.fp16)) {
           if (bad < 3)
@@ -646,6 +704,8 @@ int main() {
   test_tma_store();
   test_ring();
   test_wgmma();
+  test_stmatrix<bf16>(false);
+  test_stmatrix<fp16>(true);
   // Sums of up to K products of [-4, 4] integers are exact in fp32; bf16 rounds the larger
   // ones the same way on both sides (the reference rounds the exact sum once).
   for (int layout = 0; layout < 4; ++layout) {
@@ -664,6 +724,19 @@ int main() {
     test_gemm({520, 700, 136, ak, bk, false, 2, 0, 1.f, 0.f, 0, 2});  // pairs, odd tile rows
     test_gemm({129, 257, 520, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
     test_gemm({17, 4104, 40, ak, bk, true, 1, 0, 1.f, 0.f, 0, 2, true});
+  }
+  // The staged (TMA-store) epilogue's forms, N % 8 == 0: a bias (F.linear), scaled, a column
+  // and a full addend (the general form), a bias one element off 4-byte alignment (general),
+  // a batched bias; N past a tile edge inside a box and rows past M inside a warp's box.
+  for (int layout = 0; layout < 4; ++layout) {
+    const bool ak = layout & 2, bk = layout & 1;
+    test_gemm({136, 264, 72, ak, bk, false, 1, 0, 1.f, 1.f, 1});
+    test_gemm({136, 264, 72, ak, bk, true, 1, 0, 2.f, 0.5f, 1});
+    test_gemm({130, 512, 64, ak, bk, false, 1, 0, 0.5f, 0.f, 0});
+    test_gemm({200, 264, 96, ak, bk, false, 1, 0, 1.f, -2.f, 2});
+    test_gemm({200, 264, 96, ak, bk, true, 1, 0, 2.f, 1.f, 3});
+    test_gemm({136, 264, 72, ak, bk, false, 1, 0, 1.f, 1.f, 1, 0, false, false, 0, 1});
+    test_gemm({77, 328, 200, ak, bk, false, 3, 0, 1.f, 1.f, 1});
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
