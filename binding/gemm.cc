@@ -154,6 +154,7 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
     std::swap(p.d_stride_m, p.d_stride_n);
   }
   p.device = a.get_device();
+  p.cluster = gemm_forced_cluster();  // the tuning hook (0: the launcher's choice)
   dn.plan = gemm_choose(p, dev);
   return dn;
 }

@@ -55,9 +55,11 @@ struct GemmPlan {
 GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev);
 
 // Test and benchmark hook, process-wide: 0 the router decides; 1 flyops whenever the
-// kernel supports the call (past the table); 2 stock always.
-void gemm_force(int mode);
+// kernel supports the call (past the table); 2 stock always. `cluster` (0, 1 or 2) is
+// what the binding puts in GemmParams::cluster for the calls it hands to flyops.
+void gemm_force(int mode, int cluster = 0);
 int gemm_forced();
+int gemm_forced_cluster();
 
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);

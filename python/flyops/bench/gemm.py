@@ -68,10 +68,10 @@ def operands(M, N, K, layout, batch=1):
 
 
 @contextlib.contextmanager
-def forced(mode):
-    """`_gemm_force(mode)` for the flyops side (the stock side runs in flyops.disabled(),
-    which the force does not override); the router again afterwards."""
-    torch.ops.flyops._gemm_force(FORCE[mode])
+def forced(mode, cluster=0):
+    """`_gemm_force(mode, cluster)` for the flyops side (the stock side runs in
+    flyops.disabled(), which the force does not override); the router again afterwards."""
+    torch.ops.flyops._gemm_force(FORCE[mode], cluster)
     try:
         yield
     finally:
@@ -270,9 +270,10 @@ def plot(result, path):
 
 
 def tune(timer, passes=("prefill", "decode", "odd")):
-    """Stock, the router and flyops' kernel forced past it, on every prefill, decode and odd
-    shape (or those of `passes`): the data behind src/gemm/tuned_table.h (which shape
-    classes flyops measured faster on)."""
+    """Stock, the router and flyops' kernel forced past it (single CTAs, and on the wide
+    kernel with more than one tile row also CTA pairs sharing B by multicast), on every
+    prefill, decode and odd shape (or those of `passes`): the data behind
+    src/gemm/tuned_table.h (which shape classes flyops measured faster on)."""
     rows_out = []
     for pass_, M, N, K, layout, _, batch in shapes():
         if pass_ not in passes:
@@ -285,16 +286,20 @@ def tune(timer, passes=("prefill", "decode", "odd")):
             # stock, the router and (where it takes the call) flyops forced, in rotating order
             contexts = [lambda: flyops.disabled("gemm"), contextlib.nullcontext]
             if kernel.startswith("flyops"):
-                contexts.append(lambda: forced("flyops"))
+                contexts.append(lambda: forced("flyops", 1))
+            pairs = kernel.startswith("flyops_gemm<") and M > 128
+            if pairs:
+                contexts.append(lambda: forced("flyops", 2))
             ms = common.alternating(timer, contexts, fn)
             stock = ms[0]
             entry = {"pass": pass_, "M": M, "N": N, "K": K, "batch": batch, "dtype": DTYPE_NAME, "layout": layout,
                      "stock_ms": round(stock, 5), "router": torch.ops.flyops._route_gemm(a, b),
                      "router_ms": round(ms[1], 5), "kernel": kernel,
-                     "flyops_ms": round(ms[2], 5) if len(ms) > 2 else None}
+                     "flyops_ms": round(ms[2], 5) if len(ms) > 2 else None,
+                     "flyops_pairs_ms": round(ms[3], 5) if pairs else None}
         entry["flyops_faster"] = entry["flyops_ms"] is not None and entry["flyops_ms"] < stock
         print(f"{pass_} M={M} N={N} K={K} {layout} batch={batch}: stock {stock:.4f} flyops {entry['flyops_ms']} "
-              f"router {entry['router']} {entry['router_ms']:.4f}", flush=True)
+              f"pairs {entry['flyops_pairs_ms']} router {entry['router']} {entry['router_ms']:.4f}", flush=True)
         rows_out.append(entry)
         torch.cuda.empty_cache()
     return rows_out
