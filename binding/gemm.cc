@@ -154,7 +154,8 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
     std::swap(p.d_stride_m, p.d_stride_n);
   }
   p.device = a.get_device();
-  p.cluster = gemm_forced_cluster();  // the tuning hook (0: the launcher's choice)
+  p.cluster = gemm_forced_cluster();  // the tuning hooks (0: the launcher's choice)
+  p.group_rows = gemm_forced_group_rows();
   dn.plan = gemm_choose(p, dev);
   return dn;
 }

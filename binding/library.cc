@@ -138,8 +138,8 @@ TORCH_LIBRARY(flyops, m) {
   m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
         &route_gemm);
   // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.
-  m.def("_gemm_force(int mode, int cluster=0) -> ()",
-        [](int64_t mode, int64_t cluster) { gemm_force(int(mode), int(cluster)); });
+  m.def("_gemm_force(int mode, int cluster=0, int group_rows=0) -> ()",
+        [](int64_t mode, int64_t cluster, int64_t group_rows) { gemm_force(int(mode), int(cluster), int(group_rows)); });
   // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.
   m.def("_rms_norm_force_shape(int shape) -> ()",
         [](int64_t shape) { rms_norm_force_shape(int(shape)); });

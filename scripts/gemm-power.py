@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Sustained GEMM rate, SM clock and board power, stock against flyops (single CTAs and
-pairs), on random bf16 operands through torch.matmul: is a shape limited by the power cap
+"""Sustained GEMM rate, SM clock and board power, stock against flyops (single CTAs, pairs,
+and single CTAs with bands of 4 or 16 tile rows instead of 8), on random bf16 operands through torch.matmul: is a shape limited by the power cap
 (clocks below their maximum at the cap) or by the kernel (clocks at maximum, power below
 it)? Each side runs back to back for about a second (no L2 flush: the operands are far
 larger than L2) while a thread reads clocks and power through NVML every 10 ms; the sides
@@ -65,7 +65,8 @@ def main(argv):
             torch.randn(K, N, device="cuda", dtype=torch.bfloat16)
         fn = lambda: torch.matmul(a, b)  # noqa: E731
         sides = {"stock": lambda: flyops.disabled("gemm"), "flyops": lambda: flyops_forced(1),
-                 "pairs": lambda: flyops_forced(2)}
+                 "pairs": lambda: flyops_forced(2), "band4": lambda: flyops_forced(1, 4),
+                 "band16": lambda: flyops_forced(1, 16)}
         for rnd in range(2):
             for name in (list(sides) if rnd == 0 else list(sides)[::-1]):
                 with sides[name]():
@@ -76,11 +77,11 @@ def main(argv):
 
 
 class flyops_forced:
-    def __init__(self, cluster):
-        self.cluster = cluster
+    def __init__(self, cluster, group_rows=0):
+        self.cluster, self.group_rows = cluster, group_rows
 
     def __enter__(self):
-        torch.ops.flyops._gemm_force(1, self.cluster)
+        torch.ops.flyops._gemm_force(1, self.cluster, self.group_rows)
 
     def __exit__(self, *exc):
         torch.ops.flyops._gemm_force(0)

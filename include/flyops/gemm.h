@@ -40,6 +40,7 @@ struct GemmParams {
   int epilogue = 0;  // 1: C from registers even where TMA stores could write it (tuning hook)
   int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
   int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
+  int group_rows = 0;  // wide kernel: tile rows per band of its tile order (2 to 64, even); 0: the default (tuning hook)
   int device = 0;
   Stream stream = nullptr;
 };
@@ -55,11 +56,12 @@ struct GemmPlan {
 GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev);
 
 // Test and benchmark hook, process-wide: 0 the router decides; 1 flyops whenever the
-// kernel supports the call (past the table); 2 stock always. `cluster` (0, 1 or 2) is
-// what the binding puts in GemmParams::cluster for the calls it hands to flyops.
-void gemm_force(int mode, int cluster = 0);
+// kernel supports the call (past the table); 2 stock always. `cluster` (0, 1 or 2) and
+// `group_rows` are what the binding puts in GemmParams for the calls it hands to flyops.
+void gemm_force(int mode, int cluster = 0, int group_rows = 0);
 int gemm_forced();
 int gemm_forced_cluster();
+int gemm_forced_group_rows();
 
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);

@@ -83,6 +83,8 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
   const int tiles_m = static_cast<int>((p.M + Cfg::kBM - 1) / Cfg::kBM);
   const int tiles_n = static_cast<int>((p.N + Cfg::kBN - 1) / Cfg::kBN);
   args.sched = gemm::Scheduler{tiles_m, tiles_n, kCluster, gemm::Scheduler::count(tiles_m, tiles_n, kCluster, p.batch)};
+  // The tuning hook's band height: even, so that pairs of tile rows stay in one band.
+  if (p.group_rows >= 2 && p.group_rows <= 64 && p.group_rows % 2 == 0) args.sched.group_rows = p.group_rows;
   args.batch_stride_c = p.batch_stride_c;
   const bool use_d = p.beta != 0.f && p.d != nullptr;
   args.batch_stride_d = use_d ? p.batch_stride_d : 0;

@@ -8,12 +8,15 @@ namespace flyops {
 namespace {
 std::atomic<int> g_force{0};
 std::atomic<int> g_force_cluster{0};
+std::atomic<int> g_force_group_rows{0};
 }  // namespace
 
-void gemm_force(int mode, int cluster) {
+void gemm_force(int mode, int cluster, int group_rows) {
   g_force.store(mode, std::memory_order_relaxed);
   g_force_cluster.store(cluster == 1 || cluster == 2 ? cluster : 0, std::memory_order_relaxed);
+  g_force_group_rows.store(group_rows, std::memory_order_relaxed);
 }
+int gemm_forced_group_rows() { return g_force_group_rows.load(std::memory_order_relaxed); }
 int gemm_forced() { return g_force.load(std::memory_order_relaxed); }
 int gemm_forced_cluster() { return g_force_cluster.load(std::memory_order_relaxed); }
 

@@ -82,7 +82,7 @@ TEST(GemmSupports, LayoutsAndBatches) {
 
 // The persistent order visits every tile of every batch entry exactly once (with clusters:
 // each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
-// numbers) stay inside a band of kGroupRows tile rows.
+// numbers) stay inside a band of group_rows tile rows (the default and the tuning hook's).
 // The router's measured table (src/gemm/tuned_table.h): flyops where C's rows are not
 // 16-byte aligned, N >= 1000 and K >= 768, stock elsewhere, and never without the
 // kernel's support.
@@ -111,9 +111,10 @@ TEST(GemmRouter, TableClasses) {
 }
 
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
+  for (int g : {gemm::kGroupRows, 2, 16})
   for (int cluster : {1, 2})
-    for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}}) {
-      const gemm::Scheduler s{tm, tn, cluster, gemm::Scheduler::count(tm, tn, cluster, batch)};
+    for (auto [tm, tn, batch] : {std::tuple{1, 1, 1}, {3, 5, 1}, {8, 4, 2}, {17, 9, 3}, {64, 32, 1}, {40, 7, 2}}) {
+      const gemm::Scheduler s{tm, tn, cluster, gemm::Scheduler::count(tm, tn, cluster, batch), g};
       std::set<std::tuple<int, int, int>> seen;
       int64_t past_end = 0;
       for (int64_t t = 0; t < s.total; ++t) {
@@ -132,8 +133,8 @@ TEST(GemmScheduler, CoversEveryTileOnceInBands) {
         }
         if (t > 0) {  // neighbours share a band (or the band just turned over)
           const gemm::TileCoord c = s.at(t, 0), p = s.at(t - 1, 0);
-          if (p.z == c.z && p.m / gemm::kGroupRows != c.m / gemm::kGroupRows) {
-            EXPECT_EQ(c.m / gemm::kGroupRows, p.m / gemm::kGroupRows + 1);
+          if (p.z == c.z && p.m / g != c.m / g) {
+            EXPECT_EQ(c.m / g, p.m / g + 1);
             EXPECT_EQ(c.n, 0);
           }
         }
