@@ -6,7 +6,9 @@
 
 #include <sstream>
 
+#include "attention_binding.h"
 #include "controls.h"
+#include "flyops/attention.h"
 #include "gemm_binding.h"
 #include "flyops/gemm.h"
 #include "flyops/rms_norm.h"
@@ -91,6 +93,17 @@ std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_majo
   return text;
 }
 
+// The attention decision for the cuDNN op (flash = false) or the flash op on a described GPU.
+std::string route_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool flash, bool causal,
+                            int64_t cc_major, int64_t cc_minor, int64_t sms) {
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+  const AttnCall call{flash, &q, &k, &v, false, true, 0.0, causal, false, std::nullopt};
+  const AttnDecision d = decide_attention(call, dev);
+  const std::string text = decision_text(d.plan.flyops, attention_kernel_name(d.params), d.plan.reason);
+  if (log_level() > 0) log_line("attention " + describe_attention(call) + " -> " + text);
+  return text;
+}
+
 std::string build_info() {
   std::ostringstream o;
   o << "{\"version\": \"" << FLYOPS_VERSION << "\", \"torch\": \"" << FLYOPS_BUILD_TORCH_VERSION
@@ -138,6 +151,10 @@ TORCH_LIBRARY(flyops, m) {
   m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
         &route_gemm);
   // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.
+  m.def("_route_attention(Tensor q, Tensor k, Tensor v, bool flash=False, bool causal=False, int cc_major=9, "
+        "int cc_minor=0, int sm_count=132) -> str",
+        &route_attention);
+  m.def("_attention_force(int mode) -> ()", [](int64_t mode) { attention_force(int(mode)); });
   m.def("_gemm_force(int mode, int cluster=0, int group_rows=0) -> ()",
         [](int64_t mode, int64_t cluster, int64_t group_rows) { gemm_force(int(mode), int(cluster), int(group_rows)); });
   // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.

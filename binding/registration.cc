@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "attention_binding.h"
 #include "gemm_binding.h"
 #include "registration.h"
 #include "rms_norm_binding.h"
@@ -42,6 +43,7 @@ void register_overrides() {
     register_rms_norm(*aten_cuda);
     register_topk(*aten_cuda);
     register_gemm(*aten_cuda);
+    register_attention(*aten_cuda);
   });
 }
 

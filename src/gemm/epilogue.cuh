@@ -83,7 +83,7 @@ FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e) {
 // A consumer warp's 16 x 256 rows of the tile (rows row0 + 16w ..) as four boxes of
 // 16 x 64 (kStoreBoxBytes, the TMA store's 128-byte swizzle) through this warp's two
 // buffers at `staging` (1024-aligned): box q goes into buffer q % 2 once the store of box
-// q - 2 has read it, by stmatrix (four 8 x 8 blocks an instruction), then lane 0 stores it.
+// q - 2 has read it, by stmatrix (tile::stmatrix_box_16x64), then lane 0 stores it.
 // Only the warp synchronises. With N % 8 == 0 (the TMA path), an even column below N has
 // its neighbour below N too, so a bias is read in pairs.
 template <EpiForm kForm, typename T>
@@ -91,12 +91,7 @@ FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>
                                   unsigned char* staging, int64_t M, int64_t N, int row0, int col0, int z) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
   const int wrow0 = row0 + 16 * w;
-  // Lane l addresses row l % 8 of matrix l / 8: matrices (rows + 0, + 8) x (chunks + 0, + 1).
-  // The 128-byte swizzle puts chunk c of row r at (c ^ r % 8) * 16; for an even chunk pair
-  // 2p that is this lane's chunk-0 address XOR 2p * 16 (the buffer is atom-aligned).
-  const int mi = l / 8, rr = 8 * (mi % 2) + l % 8;
-  const uint32_t lane_addr =
-      tile::smem_addr(staging) + static_cast<uint32_t>(rr * 128) + static_cast<uint32_t>(((mi / 2) ^ (l % 8)) << 4);
+  const uint32_t lane_addr = tile::box_lane_addr(tile::smem_addr(staging));
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     float2 bias[8];  // beta * d at this lane's column pairs of box q
@@ -111,29 +106,21 @@ FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>
     }
     if (l == 0) tile::tma_store_wait<1>();
     __syncwarp();
-    const uint32_t buf = lane_addr + (q % 2) * kStoreBoxBytes;
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      uint32_t r[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {  // matrix m: rows + 8 (m % 2), chunk 8q + 2p + m / 2
-        const int jj = 8 * q + 2 * p + m / 2, h = m % 2;
-        const float* a2 = &acc[4 * jj + 2 * h];
-        float v[2];
-        if constexpr (kForm == EpiForm::kPlain) {
-          v[0] = a2[0], v[1] = a2[1];
-        } else if constexpr (kForm == EpiForm::kScale) {
-          v[0] = e.alpha * a2[0], v[1] = e.alpha * a2[1];
-        } else if constexpr (kForm == EpiForm::kBias) {
-          const float2 b = bias[2 * p + m / 2];
-          v[0] = __fmaf_rn(e.alpha, a2[0], b.x), v[1] = __fmaf_rn(e.alpha, a2[1], b.y);
-        } else {
-          epilogue_pair(v, a2, e, wrow0 + l / 4 + 8 * h, col0 + 8 * jj + 2 * (l % 4), M, N);
-        }
-        r[m] = tile::pack2<T>(v[0], v[1]);
+    tile::stmatrix_box_16x64(lane_addr + (q % 2) * kStoreBoxBytes, [&](int c, int h) {
+      const int jj = 8 * q + c;
+      const float* a2 = &acc[4 * jj + 2 * h];
+      float v[2];
+      if constexpr (kForm == EpiForm::kPlain) {
+        v[0] = a2[0], v[1] = a2[1];
+      } else if constexpr (kForm == EpiForm::kScale) {
+        v[0] = e.alpha * a2[0], v[1] = e.alpha * a2[1];
+      } else if constexpr (kForm == EpiForm::kBias) {
+        v[0] = __fmaf_rn(e.alpha, a2[0], bias[c].x), v[1] = __fmaf_rn(e.alpha, a2[1], bias[c].y);
+      } else {
+        epilogue_pair(v, a2, e, wrow0 + l / 4 + 8 * h, col0 + 8 * jj + 2 * (l % 4), M, N);
       }
-      tile::stmatrix_x4(buf ^ static_cast<uint32_t>(2 * p * 16), r[0], r[1], r[2], r[3]);
-    }
+      return tile::pack2<T>(v[0], v[1]);
+    });
     tile::fence_proxy_async();  // the staging writes, visible to the TMA store
     __syncwarp();
     if (l == 0) {

@@ -16,7 +16,8 @@ import torch
 
 import flyops
 
-OPS = ("_fused_rms_norm", "_fused_rms_norm_backward", "topk", "topk.values")
+OPS = ("_fused_rms_norm", "_fused_rms_norm_backward", "topk", "topk.values",
+       "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention")
 
 
 def run_py(code, env=None, check=True):
@@ -455,3 +456,45 @@ def test_gemm_bench_without_gpu_says_so():
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "no CUDA GPU" in r.stdout
+
+
+# ---- attention: routing decisions on a described H200, CPU tensors -----------------------
+
+def _attn(D=128, dtype=torch.bfloat16, Hkv=4, blhd=False, Lq=100, Lk=130):
+    def make(h, l):
+        if blhd:
+            return torch.randn(2, l, h, D, dtype=dtype).transpose(1, 2)
+        return torch.randn(2, h, l, D, dtype=dtype)
+    return make(4, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
+def test_attention_routing_reasons():
+    q, k, v = _attn()
+    assert "attention" in flyops.ops()
+    assert torch.ops.flyops._route_attention(q, k, v).startswith("stock (stock measured faster")
+    lq, lk, lv = _attn(Lq=4096, Lk=4096)
+    assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True) == "flyops_attention_fwd<bf16,d128,causal>"
+    assert torch.ops.flyops._route_attention(lq, lk, lv).startswith("stock (stock measured faster")
+    torch.ops.flyops._attention_force(1)
+    try:
+        assert torch.ops.flyops._route_attention(q, k, v) == "flyops_attention_fwd<bf16,d128>"
+        assert torch.ops.flyops._route_attention(q, k, v, causal=True) == "flyops_attention_fwd<bf16,d128,causal>"
+        assert torch.ops.flyops._route_attention(*_attn(Hkv=1, blhd=True)).startswith("flyops_attention_fwd")
+        assert torch.ops.flyops._route_attention(*_attn(D=64, dtype=torch.float16)) == "flyops_attention_fwd<fp16,d64>"
+        cases = {
+            "head dim not 64, 128 or 256": _attn(D=96),
+            "dtype not bfloat16 or float16": _attn(dtype=torch.float32),
+            "key/value heads do not divide the query heads": _attn(Hkv=3),
+            "flyops kernels need compute capability 9.0": None,
+        }
+        for reason, t in cases.items():
+            if t is None:
+                text = torch.ops.flyops._route_attention(q, k, v, cc_major=8, cc_minor=0, sm_count=108)
+            else:
+                text = torch.ops.flyops._route_attention(*t)
+            assert text.startswith("stock (") and reason in text, (reason, text)
+        packed = torch.randn(2, 100, 3, 4, 128, dtype=torch.bfloat16)
+        pq, pk, pv = (packed[:, :, i].transpose(1, 2) for i in range(3))
+        assert "q not dense" in torch.ops.flyops._route_attention(pq, pk, pv)
+    finally:
+        torch.ops.flyops._attention_force(0)

@@ -52,6 +52,25 @@ FLYOPS_DEVICE void stmatrix_x4(uint32_t smem_addr, uint32_t r0, uint32_t r1, uin
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
+
+// A warp's 16 x 64 box of 16-bit elements, 128-byte rows in TMA's 128-byte swizzle (chunk c
+// of row r at byte r * 128 + (c ^ r % 8) * 16), as a TMA store of box {64, 16} reads it. The
+// box's 16 rows are one accumulator fragment's rows r and r + 8 (h = 0, 1) over eight chunks
+// of 8 columns. box_lane_addr: this lane's stmatrix address for chunks 0 and 1, computed once
+// (`box` is a shared-memory address, 1024-aligned); chunk pair p is it XOR p * 32.
+FLYOPS_DEVICE uint32_t box_lane_addr(uint32_t box) {
+  const int l = lane_id(), mi = l / 8;  // lane l addresses row l % 8 of matrix mi = (h, chunk) = (mi % 2, mi / 2)
+  return box + static_cast<uint32_t>((8 * (mi % 2) + l % 8) * 128) + static_cast<uint32_t>(((mi / 2) ^ (l % 8)) << 4);
+}
+// pack(c, h): this lane's register of chunk c (0..7), rows + 8 h, e.g. pack2 of the
+// accumulator pair at acc[4 (8 box + c) + 2 h].
+template <typename Pack>
+FLYOPS_DEVICE void stmatrix_box_16x64(uint32_t lane_addr, Pack&& pack) {
+#pragma unroll
+  for (int p = 0; p < 4; ++p)
+    stmatrix_x4(lane_addr ^ static_cast<uint32_t>(p * 32), pack(2 * p, 0), pack(2 * p, 1), pack(2 * p + 1, 0),
+                pack(2 * p + 1, 1));
+}
 #endif
 
 }  // namespace flyops::tile

@@ -48,6 +48,21 @@ FLYOPS_DEVICE void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
+// Pins registers that an in-flight wgmma reads or writes: the compiler may neither move
+// their other uses across this point nor hand their registers to something else before it.
+// Put one after issuing (the A fragment of an RS wgmma, the accumulators) and one after the
+// wait that completes it.
+template <int N>
+FLYOPS_DEVICE void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+FLYOPS_DEVICE void fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // Warpgroup register budgets: producers give registers back, consumers take them.
 template <int kRegs>
 FLYOPS_DEVICE void regs_increase() {

@@ -1,4 +1,4 @@
-"""python -m flyops.bench --op rms_norm|topk|gemm|all [--out DIR] [--quick] [--tune [--passes P,..]] [--no-plot]
+"""python -m flyops.bench --op rms_norm|topk|gemm|attention|all [--out DIR] [--quick] [--tune [--passes P,..]] [--no-plot]
 
 Measures flyops against stock PyTorch in one process on this GPU and writes
 <out>/<op>.json (default bench/results/<gpu>/) with a PNG plot, then prints a table.
@@ -14,7 +14,7 @@ import torch
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m flyops.bench")
-    ap.add_argument("--op", default="rms_norm", choices=["rms_norm", "topk", "gemm", "all"])
+    ap.add_argument("--op", default="rms_norm", choices=["rms_norm", "topk", "gemm", "attention", "all"])
     ap.add_argument("--out", default=None, help="results folder (default bench/results/<gpu>)")
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--tune", action="store_true", help="sweep kernel shapes instead")
@@ -28,7 +28,7 @@ def main(argv=None):
         return 0
     import flyops
 
-    from . import common, gemm, rms_norm, topk
+    from . import attention, common, gemm, rms_norm, topk
 
     cc = torch.cuda.get_device_capability()
     if cc != (9, 0):
@@ -47,8 +47,8 @@ def main(argv=None):
                              "method": timer.method(), "rows": rows}, out_dir, stem)
         print(f"wrote {path}")
         return 0
-    ops = ["rms_norm", "topk", "gemm"] if args.op == "all" else [args.op]
-    modules = {"rms_norm": rms_norm, "topk": topk, "gemm": gemm}
+    ops = ["rms_norm", "topk", "gemm", "attention"] if args.op == "all" else [args.op]
+    modules = {"rms_norm": rms_norm, "topk": topk, "gemm": gemm, "attention": attention}
     for op in ops:
         mod = modules[op]
         flyops.reset_stats()

@@ -1,0 +1,63 @@
+// Fused attention forward (issue 5), torch-free: for each batch entry b and query head h,
+//   O[b, h] = softmax(scale * Q[b, h] K[b, g]^T, masked) V[b, g],   g = h / (H / Hkv),
+//   LSE[b, h, i] = log sum_j exp(scale * q_i . k_j) over the keys row i sees (natural log;
+//   +inf for a row that sees no key, whose O row is 0).
+// 16-bit inputs (bf16, fp16), head dims 64, 128 and 256, fp32 softmax and accumulation,
+// output in the input dtype. Tensors are [B, H, L, D] views given by strides (elements)
+// with the head dim contiguous. Causal: query i sees keys j <= i + causal_offset (0 for
+// PyTorch's SDPA, top-left; Lk - Lq for the flash op, bottom-right).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/device.h"
+#include "flyops/dtype.h"
+#include "flyops/rms_norm.h"  // Support, Stream
+#include "flyops/status.h"
+
+namespace flyops {
+
+struct AttnTensor {
+  const void* ptr = nullptr;
+  int64_t stride_b = 0, stride_h = 0, stride_l = 0;  // elements; the head dim has unit stride
+};
+
+struct AttnParams {
+  int64_t B = 0, H = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0;
+  DType dtype = DType::kBFloat16;
+  AttnTensor q, k, v;
+  AttnTensor o;  // written (ptr is the output)
+  float* lse = nullptr;  // null: not computed; else (b, h, i) at lse[b * lse_stride_b + h * lse_stride_h + i]
+  int64_t lse_stride_b = 0, lse_stride_h = 0;
+  float scale = 0.f;  // > 0
+  bool causal = false;
+  int64_t causal_offset = 0;
+  int device = 0;
+  Stream stream = nullptr;
+};
+
+struct AttnPlan {
+  bool flyops = false;
+  const char* reason = "";
+};
+
+// Whether the kernel can take the call, else why not (a static string). Pure.
+Support attention_supports(const AttnParams& p, const DeviceInfo& dev);
+
+// attention_supports, then the measured table (src/attention/tuned_table.h).
+AttnPlan attention_choose(const AttnParams& p, const DeviceInfo& dev);
+
+// Test and benchmark hook, process-wide: 0 the router decides; 1 flyops whenever the kernel
+// supports the call; 2 stock always.
+void attention_force(int mode);
+int attention_forced();
+
+// Launch on p.stream (tensor maps built on the host, cached). No allocation, no sync.
+// kUnsupported when the driver refuses a tensor map; attention_last_error() says why.
+Status attention_run(const AttnParams& p);
+const char* attention_last_error();
+
+// "flyops_attention_fwd<bf16,d128,causal>"; valid until this thread's next call.
+const char* attention_kernel_name(const AttnParams& p);
+
+}  // namespace flyops

@@ -1,0 +1,55 @@
+// O / l in the input dtype through TMA stores, and the log-sum-exp. Each consumer warp
+// stages its 16 rows into its own rows of Q's shared memory (free once the warpgroup's last
+// S has landed; the other warpgroup reads only its own rows), kD / 64 boxes of 16 x 64 by
+// stmatrix, and lane 0 stores them (rows past Lq are clipped by TMA).
+#pragma once
+
+#include <cuda.h>
+
+#include "flyops/tile/stmatrix.h"
+#include "flyops/tile/tma.h"
+#include "mainloop.cuh"
+
+namespace flyops::attention {
+
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
+                                const CUtensorMap* map_o, const Args& a, int q0, int wg, int h, int b) {
+  const int w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int row0 = 64 * wg + 16 * w;  // the warp's first row in the block
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    inv[i] = l[i] > 0.f ? 1.f / l[i] : 0.f;  // a row that saw no key: O = 0 (FlashAttention's rule)
+  }
+  if (a.lse != nullptr && lane % 4 == 0) {
+    float* lse = a.lse + b * a.lse_stride_b + h * a.lse_stride_h;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = q0 + row0 + lane / 4 + 8 * i;
+      // natural log of sum exp(scale s) = (m + log2 l) ln 2; +inf where no key was seen
+      if (r < a.Lq) lse[r] = l[i] > 0.f ? (m[i] + __log2f(l[i])) * 0.6931471805599453f : __builtin_huge_valf();
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < Cfg::kSpans; ++s) {
+    unsigned char* box = sm.q() + s * Cfg::kBM * 128 + row0 * 128;
+    tile::stmatrix_box_16x64(tile::box_lane_addr(tile::smem_addr(box)), [&](int c, int hh) {
+      const float* v = &o[4 * (8 * s + c) + 2 * hh];
+      return tile::pack2<T>(v[0] * inv[hh], v[1] * inv[hh]);
+    });
+  }
+  tile::fence_proxy_async();  // the staging writes, visible to the TMA store
+  __syncwarp();
+  if (lane == 0) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kSpans; ++s)
+      tile::tma_store(map_o, sm.q() + s * Cfg::kBM * 128 + row0 * 128, s * kSpanElems, q0 + row0, h, b);
+    tile::tma_store_commit();
+    tile::tma_store_drain();  // shared memory stays until the stores have read it
+  }
+}
+
+}  // namespace flyops::attention

@@ -1,0 +1,149 @@
+// Host side of the attention forward: what the kernel takes, the tensor maps (through the
+// tile layer's per-thread cache), and the one launch function that turns head dim and dtype
+// into template parameters.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/per_device.h"
+#include "flyops/attention.h"
+#include "flyops/tile/tma.h"
+#include "kernel.cuh"
+
+namespace flyops {
+namespace {
+
+thread_local char g_last_error[192] = "";
+
+Support fail(const char* r) { return Support{false, r}; }
+
+// A [B, H, L, D] tensor as a 4-D map {D, L, H, B} with boxes {64, rows}. A dim of size 1
+// is never stepped, so its stride is replaced by one TMA accepts.
+tile::TmaShape shape_of(const AttnTensor& t, int64_t B, int64_t H, int64_t L, int64_t D, uint32_t rows) {
+  tile::TmaShape s;
+  s.rank = 4;
+  s.elem_bytes = 2;
+  s.base = t.ptr;
+  s.dims[0] = static_cast<uint64_t>(D);
+  s.dims[1] = static_cast<uint64_t>(L);
+  s.dims[2] = static_cast<uint64_t>(H);
+  s.dims[3] = static_cast<uint64_t>(B);
+  const int64_t st[3] = {L > 1 ? t.stride_l : D, H > 1 ? t.stride_h : D * L, B > 1 ? t.stride_b : D * L * H};
+  for (int i = 0; i < 3; ++i) s.strides_bytes[i] = static_cast<uint64_t>(st[i]) * 2;
+  s.box[0] = attention::kSpanElems;
+  s.box[1] = rows;
+  s.box[2] = 1;
+  s.box[3] = 1;
+  s.swizzle = tile::Swizzle::k128B;
+  return s;
+}
+
+const char* strides_ok(const AttnTensor& t) {
+  if (t.stride_b < 0 || t.stride_h < 0 || t.stride_l < 0) return "a negative stride";
+  return nullptr;
+}
+
+template <int kD>
+uint32_t block_rows(bool q_like) {
+  return q_like ? attention::Config<kD>::kBM : attention::Config<kD>::kBN;
+}
+uint32_t rows_for(int64_t D, bool q_like) {
+  return D == 64 ? block_rows<64>(q_like) : D == 128 ? block_rows<128>(q_like) : block_rows<256>(q_like);
+}
+
+template <typename Cfg, typename T>
+Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
+              const CUtensorMap& mo) {
+  auto* kernel = &flyops_attention_fwd<Cfg, T>;
+  struct Tag {};  // one per specialization: the shared-memory opt-in once per device
+  const int ok = per_device_once<Tag, 0>(p.device, [&] {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess)
+      return 1;
+    cudaGetLastError();
+    return 0;
+  });
+  if (!ok) return Status::kCudaError;
+  attention::Args a;
+  a.Lq = static_cast<int>(p.Lq);
+  a.Lk = static_cast<int>(p.Lk);
+  a.q_blocks = static_cast<int>((p.Lq + Cfg::kBM - 1) / Cfg::kBM);
+  a.group = static_cast<int>(p.H / p.Hkv);
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.causal = p.causal;
+  a.offset = static_cast<int>(p.causal_offset);
+  a.lse = p.lse;
+  a.lse_stride_b = p.lse_stride_b;
+  a.lse_stride_h = p.lse_stride_h;
+  const dim3 grid(static_cast<unsigned>(a.q_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(p.B));
+  kernel<<<grid, attention::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(mq, mk, mv, mo, a);
+  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+template <typename T>
+Status launch_dim(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
+                  const CUtensorMap& mo) {
+  switch (p.D) {
+    case 64: return launch<attention::Config<64>, T>(p, mq, mk, mv, mo);
+    case 128: return launch<attention::Config<128>, T>(p, mq, mk, mv, mo);
+    default: return launch<attention::Config<256>, T>(p, mq, mk, mv, mo);
+  }
+}
+
+}  // namespace
+
+Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
+  if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
+  if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return fail("dtype not bfloat16 or float16");
+  if (p.D != 64 && p.D != 128 && p.D != 256) return fail("head dim not 64, 128 or 256");
+  if (p.B <= 0 || p.H <= 0 || p.Hkv <= 0 || p.Lq <= 0 || p.Lk <= 0) return fail("empty attention");
+  if (p.H % p.Hkv != 0) return fail("key/value heads do not divide the query heads");
+  if (p.B > 65535 || p.H > 65535) return fail("more than 65535 batch entries or heads");
+  if (p.Lq >= (int64_t{1} << 31) / 2 || p.Lk >= (int64_t{1} << 31) / 2) return fail("a sequence of 2^30 or more");
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return fail("scale not positive and finite");
+  if (p.causal && (p.causal_offset > p.Lk || p.causal_offset < -p.Lq)) return fail("causal offset outside the lengths");
+  for (const AttnTensor* t : {&p.q, &p.k, &p.v, &p.o})
+    if (const char* why = strides_ok(*t)) return fail(why);
+  const struct {
+    const AttnTensor* t;
+    int64_t h, l;
+    bool q_like;
+  } all[4] = {{&p.q, p.H, p.Lq, true}, {&p.k, p.Hkv, p.Lk, false}, {&p.v, p.Hkv, p.Lk, false}, {&p.o, p.H, p.Lq, true}};
+  for (const auto& x : all)
+    if (const char* why = tile::tma_check(shape_of(*x.t, p.B, x.h, x.l, p.D, x.q_like ? 16 : rows_for(p.D, false))))
+      return fail(why);
+  return Support{true, ""};
+}
+
+Status attention_run(const AttnParams& p) {
+  const CUtensorMapDataType type =
+      p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUtensorMap m[4];
+  const tile::TmaShape shapes[4] = {shape_of(p.q, p.B, p.H, p.Lq, p.D, rows_for(p.D, true)),
+                                    shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, rows_for(p.D, false)),
+                                    shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, rows_for(p.D, false)),
+                                    shape_of(p.o, p.B, p.H, p.Lq, p.D, 16)};
+  static const char* const kNames[4] = {"q", "k", "v", "the output"};
+  for (int i = 0; i < 4; ++i) {
+    CUresult r = CUDA_SUCCESS;
+    if (!tile::tma_encode_cached(&m[i], shapes[i], type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r)) {
+      std::snprintf(g_last_error, sizeof(g_last_error), "the driver refused the TMA descriptor of %s (CUresult %d)",
+                    kNames[i], static_cast<int>(r));
+      return Status::kUnsupported;
+    }
+  }
+  return p.dtype == DType::kBFloat16 ? launch_dim<tile::bf16>(p, m[0], m[1], m[2], m[3])
+                                     : launch_dim<tile::fp16>(p, m[0], m[1], m[2], m[3]);
+}
+
+const char* attention_last_error() { return g_last_error; }
+
+const char* attention_kernel_name(const AttnParams& p) {
+  thread_local char name[80];
+  std::snprintf(name, sizeof(name), "flyops_attention_fwd<%s,d%lld%s>", p.dtype == DType::kBFloat16 ? "bf16" : "fp16",
+                static_cast<long long>(p.D), p.causal ? ",causal" : "");
+  return name;
+}
+
+}  // namespace flyops

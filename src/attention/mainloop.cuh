@@ -1,0 +1,168 @@
+// The producer (TMA loads of Q once, then key and value blocks into their rings) and a
+// consumer warpgroup's mainloop over the key blocks, last block first (so the blocks that
+// need the mask come first and the rest run without it).
+//
+// Per block j, overlapped as FlashAttention-3 does inside a warpgroup: S_j = Q K_j^T is
+// issued, then O += P_{j+1} V_{j+1} of the block before; once S_j has landed its softmax
+// runs while the tensor cores still work on P V; then O is rescaled and S_j becomes P_j.
+#pragma once
+
+#include <cuda.h>
+
+#include "flyops/tile/pipeline.h"
+#include "flyops/tile/tma.h"
+#include "flyops/tile/wgmma.h"
+#include "flyops/tile/wgmma_ops.h"
+#include "softmax.cuh"
+#include "traits.h"
+
+namespace flyops::attention {
+
+// Shared memory: Q (kSpans blocks of kBM rows), then the key ring's stages, then the
+// value ring's, each stage kSpans blocks of kBN rows; every block starts 1024-aligned.
+template <typename Cfg>
+struct Smem {
+  unsigned char* base;
+  FLYOPS_DEVICE unsigned char* q() const { return base; }
+  FLYOPS_DEVICE unsigned char* k(int s) const { return base + Cfg::kQBytes + s * Cfg::kKVBytes; }
+  FLYOPS_DEVICE unsigned char* v(int s) const { return base + Cfg::kQBytes + (Cfg::kStages + s) * Cfg::kKVBytes; }
+};
+
+// What the kernel needs besides the tensor maps.
+struct Args {
+  int Lq, Lk;
+  int q_blocks;
+  int group;  // query heads per key/value head
+  float scale_log2;
+  bool causal;
+  int offset;
+  float* lse;
+  int64_t lse_stride_b, lse_stride_h;
+};
+
+// A K-major operand (rows of a span block, kRows rows a block) at row row0, k16 step kk.
+template <int kRows>
+FLYOPS_DEVICE uint64_t kmajor_desc(const unsigned char* blocks, int row0, int kk) {
+  const uint32_t addr = tile::smem_addr(blocks) + static_cast<uint32_t>((kk / 4) * kRows * 128 + row0 * 128 + (kk % 4) * 32);
+  return tile::wgmma_desc(addr, 16u, 8u * 128u, tile::Swizzle::k128B);
+}
+
+// V as the MN-major B of P V at k16 step kk (keys 16 kk ..): the span blocks, kRows rows
+// each, are the 64-column blocks along N.
+template <int kRows>
+FLYOPS_DEVICE uint64_t value_desc(const unsigned char* blocks, int kk) {
+  return tile::wgmma_desc_mnmajor<tile::Swizzle::k128B>(tile::smem_addr(blocks) + static_cast<uint32_t>(kk * 16 * 128),
+                                                        kRows * 128u);
+}
+
+// Loads one [rows x kD] block (kSpans boxes {64, rows}) at row `row` of head `h`, batch `b`.
+template <typename Cfg, int kRows>
+FLYOPS_DEVICE void load_block(unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int row, int h, int b) {
+#pragma unroll
+  for (int s = 0; s < Cfg::kSpans; ++s) tile::tma_load(dst + s * kRows * 128, map, bar, s * kSpanElems, row, h, b);
+}
+
+// One thread: Q, then for each key block (last first) its keys and its values.
+template <typename Cfg>
+FLYOPS_DEVICE void produce(const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
+                           const Smem<Cfg>& sm, uint64_t* q_bar, tile::Ring<Cfg::kStages>& kring,
+                           tile::Ring<Cfg::kStages>& vring, int q0, int blocks, int h, int hk, int b) {
+  tile::mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
+  load_block<Cfg, Cfg::kBM>(sm.q(), map_q, q_bar, q0, h, b);
+  tile::RingState<Cfg::kStages> sk, sv;
+  for (int j = blocks - 1; j >= 0; --j, sk.advance(), sv.advance()) {
+    kring.producer_acquire(sk, Cfg::kKVBytes);
+    load_block<Cfg, Cfg::kBN>(sm.k(sk.stage), map_k, kring.full_barrier(sk), j * Cfg::kBN, hk, b);
+    vring.producer_acquire(sv, Cfg::kKVBytes);
+    load_block<Cfg, Cfg::kBN>(sm.v(sv.stage), map_v, vring.full_barrier(sv), j * Cfg::kBN, hk, b);
+  }
+}
+
+// S = Q K^T for this warpgroup's 64 rows (issued, not waited for).
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_qk(float (&s)[Cfg::kBN / 2], const Smem<Cfg>& sm, int stage, int wg) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kD / 16; ++kk)
+    tile::wgmma_m64k16<T, Cfg::kBN>(s, kmajor_desc<Cfg::kBM>(sm.q(), 64 * wg, kk),
+                                    kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
+  tile::wgmma_commit();
+}
+
+// O (+)= P V (issued, not waited for); `accumulate` false on the first block.
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_pv(float (&o)[Cfg::kD / 2], uint32_t (&p)[Cfg::kBN / 16][4], const Smem<Cfg>& sm, int stage,
+                            bool accumulate) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBN / 16; ++kk)
+    tile::wgmma_m64k16_rs<T, Cfg::kD, 1>(o, p[kk], value_desc<Cfg::kBN>(sm.v(stage), kk), accumulate || kk > 0);
+  tile::wgmma_commit();
+}
+
+template <int kStages>
+FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kStages>& st) {
+  if (threadIdx.x % 32 == 0) ring.consumer_release(st);  // one arrival per consumer warp
+}
+
+// A consumer warpgroup (wg = 0, 1: rows q0 + 64 wg ..) over the key blocks; on return o holds
+// the unnormalised output, m the rows' maxima (log2 domain) and l their sums (per thread).
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
+                           uint64_t* q_bar, tile::Ring<Cfg::kStages>& kring, tile::Ring<Cfg::kStages>& vring,
+                           const Args& a, int q0, int blocks, int wg) {
+  constexpr int kBN = Cfg::kBN;
+  const int row = q0 + 64 * wg + 16 * ((threadIdx.x % 128) / 32) + (threadIdx.x % 32) / 4;
+  auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
+  tile::RingState<Cfg::kStages> sk, sv;
+  float s[kBN / 2];
+  uint32_t p[kBN / 16][4];
+  float alpha[2];
+  tile::mbarrier_wait(q_bar, 0);
+  int j = blocks - 1;
+  // The first block: S, softmax, P; no P V before it.
+  kring.consumer_wait(sk);
+  tile::wgmma_fence();
+  issue_qk<Cfg, T>(s, sm, sk.stage, wg);
+  tile::wgmma_wait<0>();
+  tile::fence_operands(s);
+  release(kring, sk);
+  sk.advance();
+  if (masked(j))
+    online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+  else
+    online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+  to_operand<T, kBN>(s, p);
+  bool accumulate = false;
+  for (--j; j >= 0; --j) {
+    kring.consumer_wait(sk);
+    vring.consumer_wait(sv);
+    tile::wgmma_fence();
+    issue_qk<Cfg, T>(s, sm, sk.stage, wg);
+    issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
+    tile::fence_operands(o);
+    tile::wgmma_wait<1>();  // S_j has landed; P V may still run
+    tile::fence_operands(s);
+    release(kring, sk);
+    sk.advance();
+    if (masked(j))
+      online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+    else
+      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+    tile::wgmma_wait<0>();  // P V done: O and P are free again
+    tile::fence_operands(o);
+    for (auto& r : p) tile::fence_operands(r);
+    release(vring, sv);
+    sv.advance();
+    rescale<Cfg::kD>(o, alpha);
+    to_operand<T, kBN>(s, p);
+    accumulate = true;
+  }
+  vring.consumer_wait(sv);
+  tile::wgmma_fence();
+  issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
+  tile::wgmma_wait<0>();
+  tile::fence_operands(o);
+  for (auto& r : p) tile::fence_operands(r);
+  release(vring, sv);
+}
+
+}  // namespace flyops::attention

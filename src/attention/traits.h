@@ -1,0 +1,47 @@
+// The attention forward kernel's compile-time shapes. A CTA takes kBM = 128 query rows of
+// one (batch, head): two consumer warpgroups of 64 rows each, and a producer warpgroup that
+// streams key and value blocks of kBN rows through two rings. Rows of the head dim are
+// stored as kD / 64 spans of 128 bytes (one 128-byte swizzle row each; TMA boxes {64, rows}),
+// span blocks one after another, so Q and K are K-major wgmma operands and V (rows along the
+// keys, the reduction of P V) an MN-major one.
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/arch.h"
+
+namespace flyops::attention {
+
+inline constexpr int kConsumers = 2;  // warpgroups
+inline constexpr int kThreads = 128 * (1 + kConsumers);
+inline constexpr int kProducerRegs = 40;
+inline constexpr int kConsumerRegs = 232;
+inline constexpr int kSpanElems = 64;  // 16-bit elements per 128-byte swizzle row
+
+template <int kD_>
+struct Config {
+  static constexpr int kD = kD_;
+  static constexpr int kBM = 128;
+  // Registers per consumer thread: O takes kD / 2, S kBN / 2, P kBN / 4.
+  static constexpr int kBN = kD == 256 ? 64 : 128;
+  static constexpr int kStages = 2;
+  static constexpr int kSpans = kD / kSpanElems;
+  static constexpr uint32_t kQBytes = kBM * kD * 2;
+  static constexpr uint32_t kKVBytes = kBN * kD * 2;  // one key or value block
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;  // + the 1024-byte alignment
+  static_assert(kD % kSpanElems == 0 && kBN % 16 == 0, "whole spans, whole k16 steps");
+  static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
+};
+
+// Which key blocks a query block visits: [0, blocks); block j needs the mask when it runs
+// past Lk or (causal) past the diagonal of the block's first row.
+struct KeyRange {
+  int blocks;
+  FLYOPS_HD static KeyRange of(int q0, int bm, int bn, int Lk, bool causal, int offset) {
+    int end = Lk;
+    if (causal && q0 + bm + offset < end) end = q0 + bm + offset;  // last visible key + 1
+    return KeyRange{end <= 0 ? 0 : (end + bn - 1) / bn};
+  }
+};
+
+}  // namespace flyops::attention

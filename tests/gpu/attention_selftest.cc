@@ -1,0 +1,256 @@
+// GPU self-test of the attention forward through the core API (no torch), against the
+// float64 reference: every head dim, bf16 and fp16, causal top-left and bottom-right,
+// grouped and multi-query heads, lengths of 1 and not multiples of the blocks, [B, L, H, D]
+// layouts (transposed views), outputs and log-sum-exp poisoned with NaN beforehand. Inputs
+// are random normal, fresh each run unless --seed. The bound is the rounding the kernel
+// must do (P and O rounded to the dtype, fp32 sums), a few units of the dtype's roundoff of
+// the largest output; the Python tests apply the 2x-stock rule on top.
+//
+// usage: flyops_attention_selftest [--sanitize | --race] [--seed S] [--time]
+//   --race: six cases (every head dim, odd lengths, both causal forms) for racecheck
+//   --time: also times the kernel alone (median of CUDA events, L2 flushed) on the issue's
+//           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal)
+#include <cuda_runtime.h>
+
+#include "check_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "flyops/attention.h"
+#include "reference/attention_ref.h"
+#include "reference/numeric.h"
+
+using namespace flyops;
+
+namespace {
+
+struct Case {
+  int64_t B, H, Hkv, Lq, Lk, D;
+  bool fp16 = false;
+  int causal = 0;        // 0 none, 1 top-left (offset 0), 2 bottom-right (offset Lk - Lq)
+  bool blhd = false;     // q, k, v, o stored as [B, L, H, D] (the transposed view)
+  bool want_lse = true;
+};
+
+std::mt19937_64 g_rng;
+int g_fail = 0, g_cases = 0;
+
+uint16_t to_bits(float f, bool fp16) { return fp16 ? reference::float_to_half(f) : reference::float_to_bf16(f); }
+double from_bits(uint16_t h, bool fp16) { return fp16 ? reference::half_to_float(h) : reference::bf16_to_float(h); }
+
+// Strides (elements) of a [B, H, L, D] view stored as [B, H, L, D] or [B, L, H, D].
+AttnTensor layout(void* p, int64_t H, int64_t L, int64_t D, bool blhd) {
+  AttnTensor t;
+  t.ptr = p;
+  if (blhd) {
+    t.stride_b = L * H * D, t.stride_l = H * D, t.stride_h = D;
+  } else {
+    t.stride_b = H * L * D, t.stride_h = L * D, t.stride_l = D;
+  }
+  return t;
+}
+
+int64_t at(const AttnTensor& t, int64_t b, int64_t h, int64_t l, int64_t d) {
+  return b * t.stride_b + h * t.stride_h + l * t.stride_l + d;
+}
+
+void run(const Case& c) {
+  ++g_cases;
+  const int64_t nq = c.B * c.H * c.Lq * c.D, nk = c.B * c.Hkv * c.Lk * c.D;
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> hq(nq), hk(nk), hv(nk);
+  for (auto& x : hq) x = to_bits(nd(g_rng), c.fp16);
+  for (auto& x : hk) x = to_bits(nd(g_rng), c.fp16);
+  for (auto& x : hv) x = to_bits(nd(g_rng), c.fp16);
+  uint16_t *dq, *dk, *dv, *dout;
+  float* dlse;
+  CHECK_CUDA(cudaMalloc(&dq, nq * 2));
+  CHECK_CUDA(cudaMalloc(&dk, nk * 2));
+  CHECK_CUDA(cudaMalloc(&dv, nk * 2));
+  CHECK_CUDA(cudaMalloc(&dout, nq * 2));
+  CHECK_CUDA(cudaMalloc(&dlse, c.B * c.H * c.Lq * 4));
+  CHECK_CUDA(cudaMemcpy(dq, hq.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dk, hk.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dv, hv.data(), nk * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dout, 0xff, nq * 2));  // NaN poison
+  CHECK_CUDA(cudaMemset(dlse, 0xff, c.B * c.H * c.Lq * 4));
+  AttnParams p;
+  p.B = c.B, p.H = c.H, p.Hkv = c.Hkv, p.Lq = c.Lq, p.Lk = c.Lk, p.D = c.D;
+  p.dtype = c.fp16 ? DType::kFloat16 : DType::kBFloat16;
+  p.q = layout(dq, c.H, c.Lq, c.D, c.blhd);
+  p.k = layout(dk, c.Hkv, c.Lk, c.D, c.blhd);
+  p.v = layout(dv, c.Hkv, c.Lk, c.D, c.blhd);
+  p.o = layout(dout, c.H, c.Lq, c.D, c.blhd);
+  p.lse = c.want_lse ? dlse : nullptr;
+  p.lse_stride_h = c.Lq, p.lse_stride_b = c.H * c.Lq;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.D)));
+  p.causal = c.causal != 0;
+  p.causal_offset = c.causal == 2 ? c.Lk - c.Lq : 0;
+  char name[160];
+  std::snprintf(name, sizeof(name), "%s B%lld H%lld/%lld Lq%lld Lk%lld%s%s%s", attention_kernel_name(p),
+                (long long)c.B, (long long)c.H, (long long)c.Hkv, (long long)c.Lq, (long long)c.Lk,
+                c.causal == 2 ? " bottom-right" : "", c.blhd ? " blhd" : "", c.want_lse ? "" : " no-lse");
+  const Support sup = attention_supports(p, device_info(0));
+  if (!sup.ok) {
+    std::printf("FAILED %s: unsupported (%s)\n", name, sup.reason);
+    ++g_fail;
+    return;
+  }
+  if (attention_run(p) != Status::kSuccess) {
+    std::printf("FAILED %s: launch (%s)\n", name, attention_last_error());
+    ++g_fail;
+    return;
+  }
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> hout(nq);
+  std::vector<float> hlse(c.B * c.H * c.Lq);
+  CHECK_CUDA(cudaMemcpy(hout.data(), dout, nq * 2, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(hlse.data(), dlse, hlse.size() * 4, cudaMemcpyDeviceToHost));
+  const int64_t g = c.H / c.Hkv;
+  const double u = c.fp16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  double worst = 0, worst_lse = 0, maxref = 0;
+  bool unwritten = false;
+  std::vector<double> q(c.Lq * c.D), k(c.Lk * c.D), v(c.Lk * c.D), ref(c.Lq * c.D), lse(c.Lq);
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.H; ++h) {
+      for (int64_t i = 0; i < c.Lq; ++i)
+        for (int64_t d = 0; d < c.D; ++d) q[i * c.D + d] = from_bits(hq[at(p.q, b, h, i, d)], c.fp16);
+      for (int64_t j = 0; j < c.Lk; ++j)
+        for (int64_t d = 0; d < c.D; ++d) {
+          k[j * c.D + d] = from_bits(hk[at(p.k, b, h / g, j, d)], c.fp16);
+          v[j * c.D + d] = from_bits(hv[at(p.v, b, h / g, j, d)], c.fp16);
+        }
+      reference::attention_head(q.data(), k.data(), v.data(), c.Lq, c.Lk, c.D, p.scale, p.causal, p.causal_offset,
+                                ref.data(), lse.data());
+      for (int64_t i = 0; i < c.Lq; ++i) {
+        for (int64_t d = 0; d < c.D; ++d) {
+          const double got = from_bits(hout[at(p.o, b, h, i, d)], c.fp16);
+          if (std::isnan(got)) unwritten = true;
+          worst = std::max(worst, std::fabs(got - ref[i * c.D + d]));
+          maxref = std::max(maxref, std::fabs(ref[i * c.D + d]));
+        }
+        if (c.want_lse) {
+          const double got = hlse[(b * c.H + h) * c.Lq + i];
+          if (std::isinf(lse[i])) {
+            if (!(std::isinf(got) && got > 0)) unwritten = true;
+          } else {
+            if (std::isnan(got)) unwritten = true;
+            worst_lse = std::max(worst_lse, std::fabs(got - lse[i]) / std::max(1.0, std::fabs(lse[i])));
+          }
+        }
+      }
+    }
+  // P (in [0, 1]) and O each rounded once to the dtype, fp32 sums over at most Lk terms.
+  const double tol = 4 * u * std::max(maxref, 1e-3), tol_lse = 1e-4;
+  const bool ok = !unwritten && worst <= tol && worst_lse <= tol_lse;
+  if (!ok) ++g_fail;
+  std::printf("%-6s %s  max err %.3g (bound %.3g, max |ref| %.3g)  lse %.3g%s\n", ok ? "ok" : "FAILED", name, worst,
+              tol, maxref, worst_lse, unwritten ? "  UNWRITTEN/NaN" : "");
+  cudaFree(dq);
+  cudaFree(dk);
+  cudaFree(dv);
+  cudaFree(dout);
+  cudaFree(dlse);
+}
+
+// The kernel alone on random inputs: median of 20 CUDA-event timings, each after a 256 MiB
+// write that evicts L2 (the benchmark's flush).
+void time_shapes() {
+  void* flush;
+  const size_t flush_bytes = size_t{256} << 20;
+  CHECK_CUDA(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  const int64_t shapes[][2] = {{128, 16}, {64, 32}, {256, 8}};  // head dim, heads
+  for (const auto& dh : shapes)
+    for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384})
+      for (bool causal : {false, true}) {
+        const int64_t D = dh[0], H = dh[1], B = 16384 / L, n = B * H * L * D;
+        uint16_t* buf;
+        CHECK_CUDA(cudaMalloc(&buf, 4 * n * 2));
+        std::vector<uint16_t> h(std::min<int64_t>(n, 1 << 22));
+        std::normal_distribution<float> nd;
+        for (auto& x : h) x = reference::float_to_bf16(nd(g_rng));
+        for (int64_t off = 0; off < 3 * n; off += static_cast<int64_t>(h.size()))
+          CHECK_CUDA(cudaMemcpy(buf + off, h.data(), std::min<int64_t>(h.size(), 3 * n - off) * 2, cudaMemcpyHostToDevice));
+        AttnParams p;
+        p.B = B, p.H = p.Hkv = H, p.Lq = p.Lk = L, p.D = D;
+        p.q = layout(buf, H, L, D, false), p.k = layout(buf + n, H, L, D, false), p.v = layout(buf + 2 * n, H, L, D, false);
+        p.o = layout(buf + 3 * n, H, L, D, false);
+        p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+        p.causal = causal;
+        std::vector<float> ms;
+        for (int r = 0; r < 23; ++r) {
+          CHECK_CUDA(cudaMemsetAsync(flush, r, flush_bytes));
+          CHECK_CUDA(cudaEventRecord(e0));
+          if (attention_run(p) != Status::kSuccess) std::printf("launch failed: %s\n", attention_last_error());
+          CHECK_CUDA(cudaEventRecord(e1));
+          CHECK_CUDA(cudaEventSynchronize(e1));
+          float t = 0;
+          CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+          if (r >= 3) ms.push_back(t);
+        }
+        std::sort(ms.begin(), ms.end());
+        const double flop = 4.0 * B * H * L * L * D / (causal ? 2 : 1);
+        std::printf("time D=%lld H=%lld B=%lld L=%lld %s  %.4f ms  %.1f TFLOP/s\n", (long long)D, (long long)H,
+                    (long long)B, (long long)L, causal ? "causal" : "full", ms[ms.size() / 2],
+                    flop / (ms[ms.size() / 2] * 1e-3) / 1e12);
+        cudaFree(buf);
+      }
+  cudaFree(flush);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool sanitize = false, timing = false, race = false;
+  uint64_t seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--sanitize")) sanitize = true;
+    if (!std::strcmp(argv[i], "--time")) timing = true;
+    if (!std::strcmp(argv[i], "--race")) race = true;
+    if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+  }
+  g_rng.seed(seed);
+  std::printf("attention selftest, seed %llu\n", (unsigned long long)seed);
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      major != 9) {
+    std::printf("attention selftest: needs an sm_90 GPU\n");
+    return 1;
+  }
+  const int64_t lengths[][2] = {{1, 1}, {1, 300}, {113, 203}, {128, 128}, {257, 130}, {130, 257}};
+  if (race) {
+    for (int64_t D : {64, 128, 256}) {
+      run({1, 2, 1, 113, 203, D, false, 2, true});
+      run({1, 2, 2, 257, 130, D, true, 0});
+    }
+    std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
+    return g_fail == 0 ? 0 : 1;
+  }
+  for (int64_t D : {64, 128, 256}) {
+    for (const auto& L : lengths)
+      for (int causal : {0, 1, 2}) {
+        if (sanitize && L[0] * L[1] > 130 * 257 / 2 && causal == 1) continue;
+        run({2, 4, 4, L[0], L[1], D, false, causal});
+      }
+    run({1, 8, 2, 200, 333, D, false, 1, true});           // grouped heads, [B, L, H, D] views
+    run({2, 4, 1, 129, 129, D, true, 2});                  // multi-query, fp16
+    run({1, 2, 2, 65, 1000, D, true, 0, false, false});    // fp16, no log-sum-exp
+  }
+  if (!sanitize) {
+    run({1, 2, 2, 1024, 1024, 128, false, 1});
+    run({1, 2, 1, 1000, 2048, 128, false, 2, true});
+    run({1, 1, 1, 2048, 777, 64, true, 0});
+  }
+  std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
+  if (timing) time_shapes();
+  return g_fail == 0 ? 0 : 1;
+}

@@ -1,0 +1,313 @@
+"""Attention forward on the H200: flyops against float64 and stock, through
+F.scaled_dot_product_attention (which reaches aten._scaled_dot_product_cudnn_attention on
+the H200 by default) and through the cuDNN and flash ops called directly.
+
+Error rule (FlashAttention-3's): our largest error against a float64 reference at most 2x
+stock's error in the same dtype (flyops disabled) plus a rounding term of one unit of the
+dtype's roundoff of the largest output. Forward and backward are routed separately (the
+backward ops stay stock), so our forward's outputs must be valid inputs to stock's
+backward: gradients through our forward obey the same rule. Every output of the two ops has
+exactly stock's sizes, strides and dtypes, and the causal mask is each op's own (top-left
+for cuDNN, bottom-right for flash). Tests of flyops' own results force its kernel past the
+router's table (`_attention_force(1)`). Inputs are random normal, fresh each run; outputs
+come from the caching allocator, poisoned with NaN beforehand (every element must be
+written)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import flyops
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = [torch.bfloat16, torch.float16]
+UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+LENGTHS = [(1, 1), (1, 1024), (113, 203), (128, 128), (1023, 1024), (2048, 2048)]
+
+
+@pytest.fixture(autouse=True)
+def _router_decides():
+    torch.ops.flyops._attention_force(0)
+    yield
+    torch.ops.flyops._attention_force(0)
+    torch.cuda.empty_cache()
+
+
+@pytest.fixture
+def ours():
+    torch.ops.flyops._attention_force(1)
+    yield
+    torch.ops.flyops._attention_force(0)
+
+
+def poison_cache():
+    """Fill the caching allocator's free blocks with NaN so an unwritten output shows."""
+    blocks = [torch.full((1 << 26,), float("nan"), device="cuda", dtype=torch.float32) for _ in range(4)]
+    del blocks
+
+
+def qkv(B, H, Hkv, Lq, Lk, D, dtype, blhd=False, grad=False):
+    def make(h, l):
+        if blhd:  # (B, L, H, D) storage, as a projection's output viewed per head
+            t = torch.randn(B, l, h, D, device="cuda", dtype=dtype).transpose(1, 2)
+        else:
+            t = torch.randn(B, h, l, D, device="cuda", dtype=dtype)
+        return t.requires_grad_(grad) if grad else t
+    return make(H, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
+def reference(q, k, v, causal, offset, scale=None):
+    """float64: softmax(scale q k^T, masked) v with query i seeing keys j <= i + offset; a
+    row that sees no key gives 0 (and log-sum-exp +inf)."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    g = q.size(1) // k.size(1)
+    k64, v64 = k64.repeat_interleave(g, 1), v64.repeat_interleave(g, 1)
+    s = (q64 @ k64.transpose(-1, -2)) * (scale if scale is not None else 1 / math.sqrt(q.size(-1)))
+    if causal:
+        Lq, Lk = q.size(2), k.size(2)
+        i = torch.arange(Lq, device="cuda")[:, None]
+        j = torch.arange(Lk, device="cuda")[None, :]
+        s = s.masked_fill(j > i + offset, float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ v64, lse
+
+
+def check(ours, stock, ref, dtype, what):
+    assert not ours.isnan().any(), f"{what}: NaN (unwritten?)"
+    err = (ours.double() - ref).abs().max().item()
+    stock_err = (stock.double() - ref).abs().max().item()
+    bound = 2 * stock_err + UNIT[dtype] * max(ref.abs().max().item(), 1e-3)
+    assert err <= bound, f"{what}: error {err:.3g} > {bound:.3g} (stock {stock_err:.3g})"
+
+
+def counted():
+    s = flyops.stats()["attention"]
+    return s["flyops"], s["stock"]
+
+
+def cudnn_op(q, k, v, causal, lse=False):
+    return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, lse, 0.0, causal, False)
+
+
+def stock_forward(q, k, v, causal):
+    """Stock's output for the error rule: its cuDNN op, or where that refuses the shape, its
+    math backend in the same dtype."""
+    with flyops.disabled():
+        try:
+            return cudnn_op(q, k, v, causal)[0]
+        except RuntimeError:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            with sdpa_kernel(SDPBackend.MATH):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=q.size(1) != k.size(1))
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+@pytest.mark.parametrize("L", LENGTHS, ids=lambda L: f"{L[0]}x{L[1]}")
+def test_forward(ours, D, dtype, causal, ratio, L):
+    """The cuDNN op as SDPA calls it (grouped heads passed as they are), top-left causal."""
+    Lq, Lk = L
+    H = 8
+    q, k, v = qkv(2, H, H // ratio, Lq, Lk, D, dtype, blhd=(Lq % 2 == 1))
+    poison_cache()
+    before = counted()
+    out = cudnn_op(q, k, v, causal)[0]
+    assert counted()[0] == before[0] + 1, "the call did not reach flyops"
+    stock = stock_forward(q, k, v, causal)
+    ref, _ = reference(q, k, v, causal, 0)
+    check(out, stock, ref, dtype, "out")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("gqa", [False, True], ids=["mha", "gqa"])
+def test_sdpa_reaches_flyops(ours, causal, gqa):
+    q, k, v = qkv(2, 8, 2 if gqa else 8, 256, 256, 128, torch.bfloat16, blhd=True)
+    before = counted()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    assert counted()[0] == before[0] + 1, "SDPA did not reach flyops"
+    with flyops.disabled():
+        stock = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    assert out.shape == stock.shape and out.stride() == stock.stride() and out.dtype == stock.dtype
+    ref, _ = reference(q, k, v, causal, 0)
+    check(out, stock, ref, torch.bfloat16, "out")
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_forward_4097(ours, D, causal):
+    q, k, v = qkv(1, 4, 4, 4097, 4097, D, torch.bfloat16)
+    out = cudnn_op(q, k, v, causal)[0]
+    stock = stock_forward(q, k, v, causal)
+    ref, _ = reference(q, k, v, causal, 0)
+    check(out, stock, ref, torch.bfloat16, "out")
+
+
+def describe(o):
+    if isinstance(o, torch.Tensor):
+        return ("tensor", tuple(o.shape), o.stride(), o.dtype, o.device)
+    return o
+
+
+@pytest.mark.parametrize("flash", [False, True], ids=["cudnn", "flash"])
+@pytest.mark.parametrize("blhd", [False, True], ids=["bhld", "blhd"])
+@pytest.mark.parametrize("lse", [True, False], ids=["lse", "nolse"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_outputs_match_stock(ours, flash, blhd, lse, causal):
+    """All nine outputs: defined or not, sizes, strides, dtype, device and the SymInts; the
+    values of out and logsumexp against float64 (flash: bottom-right causal on Lq != Lk)."""
+    if flash and not lse:
+        pytest.skip("the flash op always returns its logsumexp")
+    q, k, v = qkv(2, 4, 2, 100, 130, 128, torch.bfloat16, blhd=blhd)
+    if flash:
+        k, v = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)  # the flash op takes equal heads here
+
+        def op():
+            return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)
+    else:
+        def op():
+            return torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, lse, 0.0, causal, False)
+    before = counted()
+    mine = op()
+    assert counted()[0] == before[0] + 1
+    with flyops.disabled():
+        theirs = op()
+    assert len(mine) == len(theirs) == 9
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert describe(a) == describe(b), f"output {i}: {describe(a)} != {describe(b)}"
+    ref, ref_lse = reference(q, k, v, causal, 130 - 100 if flash else 0)
+    check(mine[0], theirs[0], ref, torch.bfloat16, "out")
+    if mine[1] is not None:
+        got = mine[1].reshape(ref_lse.shape).double()
+        assert (got - ref_lse).abs().max().item() < 1e-3
+
+
+def test_flash_op_bottom_right_rows_without_keys(ours):
+    """Flash op, causal, Lq > Lk: the first Lq - Lk rows see no key: O = 0, lse = +inf."""
+    q, k, v = qkv(1, 2, 2, 200, 70, 64, torch.bfloat16)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False)[:2]
+    ref, ref_lse = reference(q, k, v, True, 70 - 200)
+    assert out[:, :, :130].eq(0).all()
+    assert torch.isinf(lse[:, :, :130]).all() and (lse[:, :, :130] > 0).all()
+    with flyops.disabled():
+        stock = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False)[0]
+    check(out[:, :, 130:], stock[:, :, 130:], ref[:, :, 130:], torch.bfloat16, "out")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D,ratio,L", [(128, 1, (256, 256)), (64, 4, (113, 203)), (256, 8, (130, 257)),
+                                       (128, 2, (1, 300))])
+def test_gradients_through_stock_backward(ours, dtype, causal, D, ratio, L):
+    """Our forward, stock's backward (the backward op is not overridden): the gradients obey
+    the error rule against float64, like stock's own forward + backward."""
+    Lq, Lk = L
+    q, k, v = qkv(2, 8, 8 // ratio, Lq, Lk, D, dtype, grad=True)
+    go = torch.randn(2, 8, Lq, D, device="cuda", dtype=dtype)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=ratio > 1)
+    mine = torch.autograd.grad(out, (q, k, v), go)
+    with flyops.disabled():
+        out_s = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=ratio > 1)
+        theirs = torch.autograd.grad(out_s, (q, k, v), go)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_out, _ = reference(q64, k64, v64, causal, 0)
+    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+    for name, a, b, r in zip("qkv", mine, theirs, refs):
+        check(a, b, r, dtype, f"d{name}")
+
+
+def test_torch_compile_reaches_flyops(ours):
+    q, k, v = qkv(2, 8, 8, 256, 256, 128, torch.bfloat16)
+
+    @torch.compile(fullgraph=True)
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    before = counted()
+    out = f(q, k, v)
+    assert counted()[0] > before[0]
+    with flyops.disabled():
+        stock = F.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+    ref, _ = reference(q, k, v, True, 0)
+    check(out, stock, 2 * ref, torch.bfloat16, "compiled")
+
+
+def test_torch_compile_training_step(ours):
+    q, k, v = qkv(1, 4, 4, 200, 200, 64, torch.bfloat16, grad=True)
+
+    @torch.compile(fullgraph=True)
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).float().square().sum()
+
+    f(q, k, v).backward()
+    assert all(t.grad is not None and not t.grad.isnan().any() for t in (q, k, v))
+
+
+def test_cuda_graph(ours):
+    q, k, v = qkv(2, 8, 2, 300, 300, 128, torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    for _ in range(2):
+        q.copy_(torch.randn_like(q))
+        g.replay()
+        torch.cuda.synchronize()
+        ref, _ = reference(q, k, v, True, 0)
+        with flyops.disabled():
+            stock = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        check(out, stock, ref, torch.bfloat16, "replay")
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("dropout", "dropout"),
+    ("d96", "head dim not 64, 128 or 256"),
+    ("packed", "q not dense"),
+])
+def test_unsupported_goes_to_stock(ours, case, reason):
+    torch.manual_seed(0)
+    if case == "packed":  # a qkv projection viewed per head in place
+        qkv_ = torch.randn(2, 100, 3, 4, 128, device="cuda", dtype=torch.bfloat16)
+        q, k, v = (qkv_[:, :, i].transpose(1, 2) for i in range(3))
+    else:
+        q, k, v = qkv(2, 4, 4, 100, 100, 96 if case == "d96" else 128, torch.bfloat16)
+    flyops.reset_stats()
+    p = 0.5 if case == "dropout" else 0.0
+    torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, p, False, False)
+    s = flyops.stats()["attention"]
+    assert s["flyops"] == 0 and s["stock"] == 1
+    assert any(reason in r for r in s["stock_reasons"]), s["stock_reasons"]
+
+
+def test_invalid_input_raises_stocks_error(ours):
+    q, k, v = qkv(2, 4, 4, 100, 100, 128, torch.bfloat16)
+    bad_k = k[:, :, :, :64]  # head dims differ
+    with pytest.raises(RuntimeError) as mine:
+        torch.ops.aten._scaled_dot_product_cudnn_attention(q, bad_k, v, None, True, 0.0, False, False)
+    with flyops.disabled(), pytest.raises(RuntimeError) as theirs:
+        torch.ops.aten._scaled_dot_product_cudnn_attention(q, bad_k, v, None, True, 0.0, False, False)
+    assert str(mine.value).splitlines()[0] == str(theirs.value).splitlines()[0]
+
+
+def test_profiler_names_and_log(ours):
+    q, k, v = qkv(1, 4, 4, 128, 128, 128, torch.bfloat16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        F.scaled_dot_product_attention(q, k, v)
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events()]
+    assert "flyops::attention" in names
+    assert any(n.startswith("flyops_attention_fwd") or "flyops_attention_fwd" in n for n in names)
+    text = torch.ops.flyops._route_attention(q, k, v)
+    assert text.startswith("flyops_attention_fwd<bf16,d128>")
