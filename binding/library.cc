@@ -95,9 +95,9 @@ std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_majo
 
 // The attention decision for the cuDNN op (flash = false) or the flash op on a described GPU.
 std::string route_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool flash, bool causal,
-                            int64_t cc_major, int64_t cc_minor, int64_t sms) {
+                            bool lse, int64_t cc_major, int64_t cc_minor, int64_t sms) {
   const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
-  const AttnCall call{flash, &q, &k, &v, false, true, 0.0, causal, false, std::nullopt};
+  const AttnCall call{flash, &q, &k, &v, false, lse, 0.0, causal, false, std::nullopt};
   const AttnDecision d = decide_attention(call, dev);
   const std::string text = decision_text(d.plan.flyops, attention_kernel_name(d.params), d.plan.reason);
   if (log_level() > 0) log_line("attention " + describe_attention(call) + " -> " + text);
@@ -151,8 +151,8 @@ TORCH_LIBRARY(flyops, m) {
   m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
         &route_gemm);
   // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.
-  m.def("_route_attention(Tensor q, Tensor k, Tensor v, bool flash=False, bool causal=False, int cc_major=9, "
-        "int cc_minor=0, int sm_count=132) -> str",
+  m.def("_route_attention(Tensor q, Tensor k, Tensor v, bool flash=False, bool causal=False, bool lse=False, "
+        "int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
         &route_attention);
   m.def("_attention_force(int mode) -> ()", [](int64_t mode) { attention_force(int(mode)); });
   m.def("_gemm_force(int mode, int cluster=0, int group_rows=0) -> ()",

@@ -53,7 +53,11 @@ TEST(AttentionRouter, ForcedAndTable) {
   AttnParams p = params(16, 16, 4096, 4096, 128);
   EXPECT_FALSE(attention_choose(p, kH200).flyops);  // non-causal: stock measured faster
   p.causal = true;
-  EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class
+  EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
+  AttnParams training = p;
+  static float lse_stand_in;
+  training.lse = &lse_stand_in;
+  EXPECT_FALSE(attention_choose(training, kH200).flyops);
   AttnParams gqa = p;
   gqa.Hkv = 4;
   EXPECT_FALSE(attention_choose(gqa, kH200).flyops);  // not measured

