@@ -112,6 +112,13 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   constexpr int kBN = Cfg::kBN;
   const int row = q0 + 64 * wg + 16 * ((threadIdx.x % 128) / 32) + (threadIdx.x % 32) / 4;
   auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
+  // Block j's softmax on s, with the mask only where the block needs it.
+  auto softmax = [&](float (&scores)[kBN / 2], float (&factor)[2], int j) {
+    if (masked(j))
+      online_softmax<true, kBN>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+    else
+      online_softmax<false, kBN>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+  };
   tile::RingState<Cfg::kStages> sk, sv;
   float s[kBN / 2];
   uint32_t p[kBN / 16][4];
@@ -126,10 +133,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   tile::fence_operands(s);
   release(kring, sk);
   sk.advance();
-  if (masked(j))
-    online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
-  else
-    online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+  softmax(s, alpha, j);
   to_operand<T, kBN>(s, p);
   bool accumulate = false;
   for (--j; j >= 0; --j) {
@@ -143,10 +147,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     tile::fence_operands(s);
     release(kring, sk);
     sk.advance();
-    if (masked(j))
-      online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
-    else
-      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+    softmax(s, alpha, j);
     tile::wgmma_wait<0>();  // P V done: O and P are free again
     tile::fence_operands(o);
     for (auto& r : p) tile::fence_operands(r);
