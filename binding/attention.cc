@@ -45,7 +45,8 @@ AttnTensor view_of(const at::Tensor& t) {
 }
 
 // The strides (elements) a dense [B, H, L, D] tensor gets when its dims are laid out in the
-// order of q's strides, largest first (ties keep the dim order): the ops' output.
+// order of q's strides, largest first (ties keep the dim order): both ops' output (measured:
+// a contiguous q gives a contiguous output, a (B, L, H, D) view its transpose's strides).
 std::array<int64_t, 4> strides_like(const at::Tensor& q, int64_t B, int64_t H, int64_t L, int64_t D) {
   const int64_t sizes[4] = {B, H, L, D};
   std::array<int, 4> order = {0, 1, 2, 3};
@@ -57,12 +58,6 @@ std::array<int64_t, 4> strides_like(const at::Tensor& q, int64_t B, int64_t H, i
     step *= sizes[order[i]];
   }
   return st;
-}
-
-// The output's strides, for a [B, H, Lq, D] result: both ops lay it out as q (measured:
-// a contiguous q gives a contiguous output, a (B, L, H, D) view its transpose's strides).
-std::array<int64_t, 4> output_strides(const AttnCall& c, int64_t B, int64_t H, int64_t L, int64_t D) {
-  return strides_like(*c.q, B, H, L, D);
 }
 
 // A layout this override was checked against stock on: q dense (no gaps, no overlap), so
@@ -102,7 +97,7 @@ AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev) {
   p.B = B, p.H = H, p.Hkv = Hkv, p.Lq = Lq, p.Lk = Lk, p.D = D;
   p.dtype = dtype;
   p.q = view_of(q), p.k = view_of(k), p.v = view_of(v);
-  const auto st = output_strides(call, B, H, Lq, D);
+  const auto st = strides_like(q, B, H, Lq, D);
   p.o = AttnTensor{kFreshOutput, st[0], st[1], st[2]};
   p.lse = call.flash || call.compute_lse ? static_cast<float*>(kFreshOutput) : nullptr;
   p.lse_stride_b = H * Lq, p.lse_stride_h = Lq;
@@ -142,8 +137,7 @@ std::optional<Outputs> try_flyops(const AttnCall& call) {
     RECORD_FUNCTION("flyops::attention", std::vector<c10::IValue>());
     c10::cuda::CUDAGuard device_guard(q.device());
     AttnParams& p = dn.params;
-    const auto st = output_strides(call, p.B, p.H, p.Lq, p.D);
-    at::Tensor out = at::empty_strided({p.B, p.H, p.Lq, p.D}, {st[0], st[1], st[2], st[3]}, q.options());
+    at::Tensor out = at::empty_strided({p.B, p.H, p.Lq, p.D}, {p.o.stride_b, p.o.stride_h, p.o.stride_l, 1}, q.options());
     at::Tensor lse;
     if (call.flash)
       lse = at::empty({p.B, p.H, p.Lq}, q.options().dtype(at::kFloat));

@@ -16,7 +16,9 @@ template <typename Cfg, typename T>
 FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
                                 const CUtensorMap* map_o, const Args& a, int q0, int wg, int h, int b) {
   const int w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int row0 = 64 * wg + 16 * w;  // the warp's first row in the block
+  const int row0 = 64 * wg + kStoreRows * w;  // the warp's first row in the block
+  // The warp's staging box of span s: its rows of Q's span block.
+  auto box = [&](int s) { return sm.q() + s * Cfg::kBM * 128 + row0 * 128; };
   float inv[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -35,8 +37,7 @@ FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&
   }
 #pragma unroll
   for (int s = 0; s < Cfg::kSpans; ++s) {
-    unsigned char* box = sm.q() + s * Cfg::kBM * 128 + row0 * 128;
-    tile::stmatrix_box_16x64(tile::box_lane_addr(tile::smem_addr(box)), [&](int c, int hh) {
+    tile::stmatrix_box_16x64(tile::box_lane_addr(tile::smem_addr(box(s))), [&](int c, int hh) {
       const float* v = &o[4 * (8 * s + c) + 2 * hh];
       return tile::pack2<T>(v[0] * inv[hh], v[1] * inv[hh]);
     });
@@ -46,7 +47,7 @@ FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&
   if (lane == 0) {
 #pragma unroll
     for (int s = 0; s < Cfg::kSpans; ++s)
-      tile::tma_store(map_o, sm.q() + s * Cfg::kBM * 128 + row0 * 128, s * kSpanElems, q0 + row0, h, b);
+      tile::tma_store(map_o, box(s), s * kSpanElems, q0 + row0, h, b);
     tile::tma_store_commit();
     tile::tma_store_drain();  // shared memory stays until the stores have read it
   }

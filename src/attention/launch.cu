@@ -45,12 +45,16 @@ const char* strides_ok(const AttnTensor& t) {
   return nullptr;
 }
 
-template <int kD>
-uint32_t block_rows(bool q_like) {
-  return q_like ? attention::Config<kD>::kBM : attention::Config<kD>::kBN;
-}
-uint32_t rows_for(int64_t D, bool q_like) {
-  return D == 64 ? block_rows<64>(q_like) : D == 128 ? block_rows<128>(q_like) : block_rows<256>(q_like);
+// The four maps as the kernel uses them (q, k, v, the output): boxes of a query block, a
+// key/value block of the head dim's config, and a warp's 16 output rows.
+void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
+  using attention::Config;
+  static_assert(Config<64>::kBM == Config<128>::kBM && Config<128>::kBM == Config<256>::kBM, "one query block");
+  const uint32_t kv_rows = p.D == 64 ? Config<64>::kBN : p.D == 128 ? Config<128>::kBN : Config<256>::kBN;
+  s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, Config<128>::kBM);
+  s[1] = shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, kv_rows);
+  s[2] = shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, kv_rows);
+  s[3] = shape_of(p.o, p.B, p.H, p.Lq, p.D, attention::kStoreRows);
 }
 
 template <typename Cfg, typename T>
@@ -105,14 +109,10 @@ Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
   if (p.causal && (p.causal_offset > p.Lk || p.causal_offset < -p.Lq)) return fail("causal offset outside the lengths");
   for (const AttnTensor* t : {&p.q, &p.k, &p.v, &p.o})
     if (const char* why = strides_ok(*t)) return fail(why);
-  const struct {
-    const AttnTensor* t;
-    int64_t h, l;
-    bool q_like;
-  } all[4] = {{&p.q, p.H, p.Lq, true}, {&p.k, p.Hkv, p.Lk, false}, {&p.v, p.Hkv, p.Lk, false}, {&p.o, p.H, p.Lq, true}};
-  for (const auto& x : all)
-    if (const char* why = tile::tma_check(shape_of(*x.t, p.B, x.h, x.l, p.D, x.q_like ? 16 : rows_for(p.D, false))))
-      return fail(why);
+  tile::TmaShape shapes[4];
+  map_shapes(p, shapes);
+  for (const tile::TmaShape& s : shapes)
+    if (const char* why = tile::tma_check(s)) return fail(why);
   return Support{true, ""};
 }
 
@@ -120,10 +120,8 @@ Status attention_run(const AttnParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap m[4];
-  const tile::TmaShape shapes[4] = {shape_of(p.q, p.B, p.H, p.Lq, p.D, rows_for(p.D, true)),
-                                    shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, rows_for(p.D, false)),
-                                    shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, rows_for(p.D, false)),
-                                    shape_of(p.o, p.B, p.H, p.Lq, p.D, 16)};
+  tile::TmaShape shapes[4];
+  map_shapes(p, shapes);
   static const char* const kNames[4] = {"q", "k", "v", "the output"};
   for (int i = 0; i < 4; ++i) {
     CUresult r = CUDA_SUCCESS;

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
-#include "flyops/tile/stmatrix.h"
+#include "flyops/tile/numeric.h"
 
 namespace flyops::attention {
 

@@ -17,6 +17,7 @@ inline constexpr int kThreads = 128 * (1 + kConsumers);
 inline constexpr int kProducerRegs = 40;
 inline constexpr int kConsumerRegs = 232;
 inline constexpr int kSpanElems = 64;  // 16-bit elements per 128-byte swizzle row
+inline constexpr int kStoreRows = 16;  // rows of an output TMA store box: one consumer warp's
 
 template <int kD_>
 struct Config {

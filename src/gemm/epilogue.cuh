@@ -73,10 +73,12 @@ FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>
 // addmm: d with strides (0, 1)), or the general addend (any broadcast, checked per element).
 enum class EpiForm : int { kPlain, kScale, kBias, kGeneral };
 
+// A bias is read in pairs, so it must start 4-byte aligned in every batch entry.
 template <typename T>
-FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e) {
+FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e, int64_t batch_stride_d) {
   if (e.d == nullptr) return e.alpha == 1.f ? EpiForm::kPlain : EpiForm::kScale;
-  const bool row = e.d_stride_m == 0 && e.d_stride_n == 1 && reinterpret_cast<uintptr_t>(e.d) % 4 == 0;
+  const bool row = e.d_stride_m == 0 && e.d_stride_n == 1 && reinterpret_cast<uintptr_t>(e.d) % 4 == 0 &&
+                   batch_stride_d % 2 == 0;
   return row ? EpiForm::kBias : EpiForm::kGeneral;
 }
 

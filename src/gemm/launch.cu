@@ -91,9 +91,7 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
   args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
   args.tma_store = Cfg::kTmaStore && tma_c;
-  args.form = gemm::epilogue_form(args.epi);
-  // A bias read in pairs must stay 4-byte aligned in every batch entry.
-  if (args.form == gemm::EpiForm::kBias && args.batch_stride_d % 2 != 0) args.form = gemm::EpiForm::kGeneral;
+  args.form = gemm::epilogue_form(args.epi, args.batch_stride_d);
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   const auto stream = static_cast<cudaStream_t>(p.stream);

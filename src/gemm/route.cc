@@ -16,9 +16,9 @@ void gemm_force(int mode, int cluster, int group_rows) {
   g_force_cluster.store(cluster == 1 || cluster == 2 ? cluster : 0, std::memory_order_relaxed);
   g_force_group_rows.store(group_rows, std::memory_order_relaxed);
 }
-int gemm_forced_group_rows() { return g_force_group_rows.load(std::memory_order_relaxed); }
 int gemm_forced() { return g_force.load(std::memory_order_relaxed); }
 int gemm_forced_cluster() { return g_force_cluster.load(std::memory_order_relaxed); }
+int gemm_forced_group_rows() { return g_force_group_rows.load(std::memory_order_relaxed); }
 
 GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   const int force = gemm_forced();

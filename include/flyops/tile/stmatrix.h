@@ -2,49 +2,17 @@
 // 8 x 8 matrices of 16-bit elements from a warp in one instruction. Register i of lane l
 // holds row l / 4, columns 2 (l % 4) and + 1 of matrix i, which is exactly how an mma or
 // wgmma accumulator fragment holds an 8 x 8 block once two fp32 values are packed into one
-// register (pack2); lane l gives the shared-memory address of row l % 8 of matrix l / 8.
+// register (numeric.h's pack2); lane l gives the shared-memory address of row l % 8 of
+// matrix l / 8.
 #pragma once
 
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
-#include "flyops/tile/numeric.h"
 
 namespace flyops::tile {
 
 #if defined(__CUDACC__)
-// Two fp32 values rounded to nearest even into one register of two 16-bit elements, `lo`
-// at the lower address (as PyTorch's casts round).
-template <typename T>
-FLYOPS_DEVICE uint32_t pack2(float lo, float hi);
-template <>
-FLYOPS_DEVICE uint32_t pack2<bf16>(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-template <>
-FLYOPS_DEVICE uint32_t pack2<fp16>(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// The two 16-bit elements of `v` widened to fp32 (lo: the lower address).
-template <typename T>
-FLYOPS_DEVICE float2 unpack2(uint32_t v);
-template <>
-FLYOPS_DEVICE float2 unpack2<bf16>(uint32_t v) {
-  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
-}
-template <>
-FLYOPS_DEVICE float2 unpack2<fp16>(uint32_t v) {
-  __half2 h;
-  static_assert(sizeof(h) == sizeof(v), "two halves a register");
-  __builtin_memcpy(&h, &v, sizeof(v));
-  return __half22float2(h);
-}
-
 // Four 8 x 8 matrices of 16-bit elements (r0..r3, one register a lane each) to shared memory;
 // every lane of the warp takes part (.aligned).
 FLYOPS_DEVICE void stmatrix_x4(uint32_t smem_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
