@@ -1,7 +1,7 @@
 // aten::_scaled_dot_product_cudnn_attention and aten::_scaled_dot_product_flash_attention
 // on the CUDA key (the forward ops F.scaled_dot_product_attention reaches through PyTorch's
 // cuDNN and flash backends): flyops' kernel where the router takes the call, else the stock
-// kernels (at::cuda::*). The backward ops stay stock, so every output has exactly stock's
+// kernels (at::cuda::*); likewise their backward ops. Every output has exactly stock's
 // sizes, strides and dtype (read off torch 2.11 on the H200; compiled graphs assert them):
 //   cuDNN: out with q's stride order; logsumexp (B, H, Lq, 1) fp32, undefined unless
 //          compute_log_sumexp; cum_seq_q/k undefined; max_q, max_k = Lq, Lk; philox seed and
@@ -9,12 +9,19 @@
 //   flash: out with q's stride order too; logsumexp (B, H, Lq) fp32; cum_seq undefined;
 //          rng_state (2,) and unused () uint64 on the device; debug mask an empty tensor of
 //          q's dtype.
+//   backward (both ops): grad_q/k/v as empty_like(q/k/v) (the input's strides: only dense
+//          k and v are taken, q is dense already).
+// Forward and backward are routed apart (either may be ours with the other stock), and
+// deterministic mode sends the backward to stock (dQ is summed by atomic adds).
 // Causal masks are each op's own: top-left for cuDNN (SDPA's convention), bottom-right for
 // flash (FlashAttention's). Dropout, an attention bias, a debug mask and unusual layouts go
 // to stock, and so does anything invalid, untouched, so users see stock's errors.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/Context.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention_backward_cuda_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention_cuda_dispatch.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_backward_cuda_dispatch.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_cuda_dispatch.h>
 #include <ATen/record_function.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -67,12 +74,8 @@ bool dense(const at::Tensor& t) { return t.is_non_overlapping_and_dense(); }
 
 }  // namespace
 
-AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev) {
-  AttnDecision dn;
-  auto stock = [&](const char* why) {
-    dn.plan = AttnPlan{false, why};
-    return dn;
-  };
+const char* attention_params(const AttnCall& call, AttnParams& p) {
+  auto stock = [](const char* why) { return why; };
   const at::Tensor& q = *call.q;
   const at::Tensor& k = *call.k;
   const at::Tensor& v = *call.v;
@@ -93,7 +96,6 @@ AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev) {
   if (q.stride(3) != 1 || k.stride(3) != 1 || v.stride(3) != 1) return stock("head dim not contiguous");
   if (!dense(q)) return stock("q not dense (a packed or sliced view: stock's output layout)");
   const double scale = call.scale.has_value() ? *call.scale : 1.0 / std::sqrt(static_cast<double>(D));
-  AttnParams& p = dn.params;
   p.B = B, p.H = H, p.Hkv = Hkv, p.Lq = Lq, p.Lk = Lk, p.D = D;
   p.dtype = dtype;
   p.q = view_of(q), p.k = view_of(k), p.v = view_of(v);
@@ -105,7 +107,56 @@ AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev) {
   p.causal = call.causal;
   p.causal_offset = call.causal && call.flash ? Lk - Lq : 0;
   p.device = q.get_device();
-  dn.plan = attention_choose(p, dev);
+  return nullptr;
+}
+
+AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev) {
+  AttnDecision dn;
+  if (const char* why = attention_params(call, dn.params))
+    dn.plan = AttnPlan{false, why};
+  else
+    dn.plan = attention_choose(dn.params, dev);
+  return dn;
+}
+
+AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceInfo& dev) {
+  AttnBwdDecision dn;
+  auto stock = [&](const char* why) {
+    dn.plan = AttnPlan{false, why};
+    return dn;
+  };
+  if (call.cum_seq) return stock("packed sequences (cum_seq_q / cum_seq_k)");
+  if (at::globalContext().deterministicAlgorithms())
+    return stock("deterministic algorithms: flyops sums dQ by atomic adds");
+  const AttnCall fwd{call.flash, call.q, call.k, call.v, call.has_bias, true, call.dropout_p, call.causal, false,
+                     call.scale};
+  AttnParams& p = dn.params.fwd;
+  if (const char* why = attention_params(fwd, p)) return stock(why);
+  const at::Tensor& q = *call.q;
+  const at::Tensor &go = *call.grad_out, &out = *call.out, &lse = *call.lse;
+  if (!go.defined() || !out.defined() || !lse.defined()) return stock("an undefined input");
+  if (!go.sizes().equals(q.sizes()) || !out.sizes().equals(q.sizes())) return stock("grad_out or out not q's shape");
+  if (go.scalar_type() != q.scalar_type() || out.scalar_type() != q.scalar_type()) return stock("dtypes differ");
+  if (go.device() != q.device() || out.device() != q.device() || lse.device() != q.device())
+    return stock("inputs on different devices");
+  if (go.stride(3) != 1 || out.stride(3) != 1) return stock("head dim not contiguous");
+  // The log-sum-exp: (B, H, Lq) for flash, (B, H, Lq, 1) for cuDNN, fp32, rows contiguous.
+  const int64_t lse_dims = call.flash ? 3 : 4;
+  if (lse.scalar_type() != at::kFloat || lse.dim() != lse_dims || lse.size(0) != p.B || lse.size(1) != p.H ||
+      lse.size(2) != p.Lq || (lse_dims == 4 && lse.size(3) != 1))
+    return stock("log-sum-exp not stock's shape");
+  if (p.Lq > 1 && lse.stride(2) != 1) return stock("log-sum-exp rows not contiguous");
+  // Fresh gradients as stock allocates them (empty_like: the input's strides where it is dense).
+  if (!dense(*call.k) || !dense(*call.v)) return stock("k or v not dense (stock's gradient layout)");
+  p.o = view_of(out);
+  p.lse = const_cast<float*>(lse.data_ptr<float>());
+  p.lse_stride_b = lse.stride(0), p.lse_stride_h = lse.stride(1);
+  AttnBwdParams& bp = dn.params;
+  bp.dout = view_of(go);
+  bp.dq = AttnTensor{kFreshOutput, q.stride(0), q.stride(1), q.stride(2)};
+  bp.dk = AttnTensor{kFreshOutput, call.k->stride(0), call.k->stride(1), call.k->stride(2)};
+  bp.dv = AttnTensor{kFreshOutput, call.v->stride(0), call.v->stride(1), call.v->stride(2)};
+  dn.plan = attention_bwd_choose(bp, dev);
   return dn;
 }
 
@@ -114,6 +165,15 @@ std::string describe_attention(const AttnCall& c) {
   o << (c.flash ? "flash " : "cudnn ") << describe(*c.q) << " k=" << describe(*c.k) << " v=" << describe(*c.v)
     << (c.causal ? " causal" : "") << (c.dropout_p != 0.0 ? " dropout" : "") << (c.has_bias ? " bias" : "")
     << (c.compute_lse || c.flash ? " lse" : "");
+  if (c.scale.has_value()) o << " scale=" << *c.scale;
+  return o.str();
+}
+
+std::string describe_attention_backward(const AttnBwdCall& c) {
+  std::ostringstream o;
+  o << (c.flash ? "flash backward " : "cudnn backward ") << describe(*c.q) << " k=" << describe(*c.k)
+    << " v=" << describe(*c.v) << " grad_out=" << describe(*c.grad_out) << (c.causal ? " causal" : "")
+    << (c.dropout_p != 0.0 ? " dropout" : "") << (c.has_bias ? " bias" : "");
   if (c.scale.has_value()) o << " scale=" << *c.scale;
   return o.str();
 }
@@ -187,11 +247,76 @@ Outputs flash_attention(const at::Tensor& query, const at::Tensor& key, const at
                                                        scale);
 }
 
+using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+std::optional<Grads> try_flyops_backward(const AttnBwdCall& call) {
+  const at::Tensor& q = *call.q;
+  if (!active(Op::kAttentionBackward) || !q.is_cuda()) {
+    report(Op::kAttentionBackward, false, q.is_cuda() ? kReasonDisabled : kReasonNotCuda,
+           [&] { return describe_attention_backward(call); }, [] { return std::string(); });
+    return std::nullopt;
+  }
+  AttnBwdDecision dn = decide_attention_backward(call, routing_device(q));
+  bool ours = dn.plan.flyops;
+  const char* reason = dn.plan.reason;
+  std::optional<Grads> result;
+  if (ours) {
+    RECORD_FUNCTION("flyops::attention_backward", std::vector<c10::IValue>());
+    c10::cuda::CUDAGuard device_guard(q.device());
+    AttnBwdParams& p = dn.params;
+    at::Tensor dq = at::empty_like(q), dk = at::empty_like(*call.k), dv = at::empty_like(*call.v);
+    at::Tensor ws = at::empty({static_cast<int64_t>(attention_bwd_workspace_bytes(p.fwd))}, q.options().dtype(at::kByte));
+    p.dq.ptr = dq.data_ptr(), p.dk.ptr = dk.data_ptr(), p.dv.ptr = dv.data_ptr();
+    p.workspace = ws.data_ptr();
+    p.fwd.stream = at::cuda::getCurrentCUDAStream(q.get_device()).stream();
+    const Status s = attention_bwd_run(p);
+    if (s == Status::kUnsupported) {
+      ours = false;
+      reason = attention_last_error();
+    } else {
+      TORCH_CHECK(s == Status::kSuccess, "flyops attention backward failed: ", status_string(s));
+      result = Grads{dq, dk, dv};
+    }
+  }
+  report(Op::kAttentionBackward, ours, reason, [&] { return describe_attention_backward(call); },
+         [&] { return std::string(attention_bwd_kernel_name(dn.params)); });
+  return result;
+}
+
+Grads cudnn_attention_backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+                               const at::Tensor& value, const at::Tensor& out, const at::Tensor& logsumexp,
+                               const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+                               const at::Tensor& attn_bias, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
+                               c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal,
+                               std::optional<double> scale) {
+  const AttnBwdCall call{false,     &grad_out,  &query,         &key, &value, &out, &logsumexp, attn_bias.defined(),
+                         cum_seq_q.defined() || cum_seq_k.defined(), dropout_p, is_causal, scale};
+  if (auto r = try_flyops_backward(call)) return std::move(*r);
+  return at::cuda::_scaled_dot_product_cudnn_attention_backward_symint(
+      grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k,
+      std::move(max_q), std::move(max_k), dropout_p, is_causal, scale);
+}
+
+Grads flash_attention_backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+                               const at::Tensor& value, const at::Tensor& out, const at::Tensor& logsumexp,
+                               const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, c10::SymInt max_q,
+                               c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+                               const at::Tensor& philox_offset, std::optional<double> scale) {
+  const AttnBwdCall call{true,  &grad_out, &query, &key, &value, &out, &logsumexp, false,
+                         cum_seq_q.defined() || cum_seq_k.defined(), dropout_p, is_causal, scale};
+  if (auto r = try_flyops_backward(call)) return std::move(*r);
+  return at::cuda::_scaled_dot_product_flash_attention_backward_symint(
+      grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, std::move(max_q), std::move(max_k), dropout_p,
+      is_causal, philox_seed, philox_offset, scale);
+}
+
 }  // namespace
 
 void register_attention(torch::Library& aten_cuda) {
   aten_cuda.impl("_scaled_dot_product_cudnn_attention", &cudnn_attention);
   aten_cuda.impl("_scaled_dot_product_flash_attention", &flash_attention);
+  aten_cuda.impl("_scaled_dot_product_cudnn_attention_backward", &cudnn_attention_backward);
+  aten_cuda.impl("_scaled_dot_product_flash_attention_backward", &flash_attention_backward);
 }
 
 }  // namespace flyops::binding

@@ -35,8 +35,34 @@ struct AttnDecision {
   AttnPlan plan;  // stock with a reason unless the call can be ours
 };
 
+// One call of _scaled_dot_product_cudnn_attention_backward (flash = false) or
+// _scaled_dot_product_flash_attention_backward.
+struct AttnBwdCall {
+  bool flash;
+  const at::Tensor* grad_out;
+  const at::Tensor* q;
+  const at::Tensor* k;
+  const at::Tensor* v;
+  const at::Tensor* out;
+  const at::Tensor* lse;
+  bool has_bias;
+  bool cum_seq;
+  double dropout_p;
+  bool causal;
+  std::optional<double> scale;
+};
+
+struct AttnBwdDecision {
+  AttnBwdParams params;
+  AttnPlan plan;
+};
+
+// The forward's shapes and checks into p (o and lse placeholders); nullptr, or why stock.
+const char* attention_params(const AttnCall& call, AttnParams& p);
 AttnDecision decide_attention(const AttnCall& call, const DeviceInfo& dev);
+AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceInfo& dev);
 std::string describe_attention(const AttnCall& call);
+std::string describe_attention_backward(const AttnBwdCall& call);
 void register_attention(torch::Library& aten_cuda);
 
 }  // namespace flyops::binding

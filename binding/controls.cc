@@ -15,7 +15,7 @@ namespace flyops::binding {
 namespace {
 
 constexpr int kOps = static_cast<int>(Op::kCount);
-const char* const kOpNames[kOps] = {"rms_norm", "rms_norm_backward", "topk", "gemm", "attention"};
+const char* const kOpNames[kOps] = {"rms_norm", "rms_norm_backward", "topk", "gemm", "attention", "attention_backward"};
 
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);

@@ -9,7 +9,7 @@
 
 namespace flyops::binding {
 
-enum class Op : int { kRmsNorm = 0, kRmsNormBackward, kTopk, kGemm, kAttention, kCount };
+enum class Op : int { kRmsNorm = 0, kRmsNormBackward, kTopk, kGemm, kAttention, kAttentionBackward, kCount };
 
 const char* op_name(Op op);
 // -1 for an unknown name.

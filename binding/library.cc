@@ -155,6 +155,7 @@ TORCH_LIBRARY(flyops, m) {
         "int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
         &route_attention);
   m.def("_attention_force(int mode) -> ()", [](int64_t mode) { attention_force(int(mode)); });
+  m.def("_attention_backward_force(int mode) -> ()", [](int64_t mode) { attention_bwd_force(int(mode)); });
   m.def("_gemm_force(int mode, int cluster=0, int group_rows=0) -> ()",
         [](int64_t mode, int64_t cluster, int64_t group_rows) { gemm_force(int(mode), int(cluster), int(group_rows)); });
   // Tuning hook: force a row shape (-1: the tuned table). Benchmarks only.

@@ -11,4 +11,11 @@ namespace flyops::reference {
 void attention_head(const double* q, const double* k, const double* v, int64_t Lq, int64_t Lk, int64_t D,
                     double scale, bool causal, int64_t offset, double* out, double* lse);
 
+// Its backward for one head, from the same inputs and dout [Lq, D]: dq [Lq, D] written, dk
+// and dv [Lk, D] added to (a key/value head sums over its query heads). P is recomputed in
+// float64; Dsum_i = dout_i . out_i with the exact out.
+void attention_head_bwd(const double* q, const double* k, const double* v, const double* dout, int64_t Lq,
+                        int64_t Lk, int64_t D, double scale, bool causal, int64_t offset, double* dq, double* dk,
+                        double* dv);
+
 }  // namespace flyops::reference

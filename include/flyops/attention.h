@@ -8,6 +8,7 @@
 // PyTorch's SDPA, top-left; Lk - Lq for the flash op, bottom-right).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "flyops/device.h"
@@ -59,5 +60,33 @@ const char* attention_last_error();
 
 // "flyops_attention_fwd<bf16,d128,causal>"; valid until this thread's next call.
 const char* attention_kernel_name(const AttnParams& p);
+
+// The backward (issue 5): given the forward's inputs, its output O and log-sum-exp, and dO,
+//   dV[b, g] = sum over the group's heads h of P^T dO,   dP = dO V^T,   Dsum_i = dO_i . O_i,
+//   dS = P o (dP - Dsum),   dQ = scale dS K,   dK[b, g] = sum over h of scale dS^T Q,
+// with P = exp(scale Q K^T - LSE) recomputed from the stored log-sum-exp. Head dims 64 and
+// 128 (256 goes to stock: two head-dim accumulators do not fit a thread's registers).
+// fwd.o is read (the forward's output), fwd.lse read (required). dQ accumulates in fp32 in
+// the workspace by atomic adds, so the bits may differ run to run: deterministic mode goes
+// to stock (the binding's rule).
+struct AttnBwdParams {
+  AttnParams fwd;  // shapes, q, k, v, o (read), lse (read), scale, causal, device, stream
+  AttnTensor dout;
+  AttnTensor dq, dk, dv;  // written (ptr is the output), dq with fwd.H heads, dk/dv with fwd.Hkv
+  void* workspace = nullptr;  // attention_bwd_workspace_bytes(), 256-byte aligned
+};
+
+// fp32 dQ accumulators, the scaled log-sum-exp and Dsum, per query row padded to the block.
+size_t attention_bwd_workspace_bytes(const AttnParams& fwd);
+Support attention_bwd_supports(const AttnBwdParams& p, const DeviceInfo& dev);
+// attention_bwd_supports, then the measured table (src/attention/tuned_table.h).
+AttnPlan attention_bwd_choose(const AttnBwdParams& p, const DeviceInfo& dev);
+// The backward's own test hook, as attention_force (forward and backward are routed apart).
+void attention_bwd_force(int mode);
+int attention_bwd_forced();
+// Three launches on fwd.stream: Dsum and the scaled log-sum-exp (and dQ's accumulators
+// cleared), the main kernel (dK, dV; dQ's partial sums), dQ scaled into the output dtype.
+Status attention_bwd_run(const AttnBwdParams& p);
+const char* attention_bwd_kernel_name(const AttnBwdParams& p);
 
 }  // namespace flyops

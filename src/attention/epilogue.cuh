@@ -12,6 +12,34 @@
 
 namespace flyops::attention {
 
+// A warp's 16 rows of an m64 x kD accumulator fragment (rows r and r + 8 scaled by factor[0]
+// and factor[1]) into kD / 64 staging boxes of 16 x 64, box(s) for span s.
+template <int kD, typename T, typename Box>
+FLYOPS_DEVICE void stage_warp_rows(const float (&acc)[kD / 2], const float (&factor)[2], Box&& box) {
+#pragma unroll
+  for (int s = 0; s < kD / kSpanElems; ++s) {
+    tile::stmatrix_box_16x64(tile::box_lane_addr(tile::smem_addr(box(s))), [&](int c, int hh) {
+      const float* v = &acc[4 * (8 * s + c) + 2 * hh];
+      return tile::pack2<T>(v[0] * factor[hh], v[1] * factor[hh]);
+    });
+  }
+}
+
+// The warp's staged boxes to rows row .. row + 15 of head h, batch b (rows past the end are
+// clipped by TMA); returns once the stores have read shared memory.
+template <int kD, typename Box>
+FLYOPS_DEVICE void store_warp_rows(const CUtensorMap* map, Box&& box, int row, int h, int b) {
+  tile::fence_proxy_async();  // the staging writes, visible to the TMA store
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) {
+#pragma unroll
+    for (int s = 0; s < kD / kSpanElems; ++s) tile::tma_store(map, box(s), s * kSpanElems, row, h, b);
+    tile::tma_store_commit();
+    tile::tma_store_drain();
+  }
+  __syncwarp();
+}
+
 template <typename Cfg, typename T>
 FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
                                 const CUtensorMap* map_o, const Args& a, int q0, int wg, int h, int b) {
@@ -35,22 +63,8 @@ FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&
       if (r < a.Lq) lse[r] = l[i] > 0.f ? (m[i] + __log2f(l[i])) * 0.6931471805599453f : __builtin_huge_valf();
     }
   }
-#pragma unroll
-  for (int s = 0; s < Cfg::kSpans; ++s) {
-    tile::stmatrix_box_16x64(tile::box_lane_addr(tile::smem_addr(box(s))), [&](int c, int hh) {
-      const float* v = &o[4 * (8 * s + c) + 2 * hh];
-      return tile::pack2<T>(v[0] * inv[hh], v[1] * inv[hh]);
-    });
-  }
-  tile::fence_proxy_async();  // the staging writes, visible to the TMA store
-  __syncwarp();
-  if (lane == 0) {
-#pragma unroll
-    for (int s = 0; s < Cfg::kSpans; ++s)
-      tile::tma_store(map_o, box(s), s * kSpanElems, q0 + row0, h, b);
-    tile::tma_store_commit();
-    tile::tma_store_drain();  // shared memory stays until the stores have read it
-  }
+  stage_warp_rows<Cfg::kD, T>(o, inv, box);
+  store_warp_rows<Cfg::kD>(map_o, box, q0 + row0, h, b);
 }
 
 }  // namespace flyops::attention

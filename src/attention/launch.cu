@@ -11,39 +11,16 @@
 #include "flyops/attention.h"
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
+#include "maps.h"
 
 namespace flyops {
 namespace {
 
-thread_local char g_last_error[192] = "";
+using attention::g_last_error;
+using attention::shape_of;
+using attention::strides_ok;
 
 Support fail(const char* r) { return Support{false, r}; }
-
-// A [B, H, L, D] tensor as a 4-D map {D, L, H, B} with boxes {64, rows}. A dim of size 1
-// is never stepped, so its stride is replaced by one TMA accepts.
-tile::TmaShape shape_of(const AttnTensor& t, int64_t B, int64_t H, int64_t L, int64_t D, uint32_t rows) {
-  tile::TmaShape s;
-  s.rank = 4;
-  s.elem_bytes = 2;
-  s.base = t.ptr;
-  s.dims[0] = static_cast<uint64_t>(D);
-  s.dims[1] = static_cast<uint64_t>(L);
-  s.dims[2] = static_cast<uint64_t>(H);
-  s.dims[3] = static_cast<uint64_t>(B);
-  const int64_t st[3] = {L > 1 ? t.stride_l : D, H > 1 ? t.stride_h : D * L, B > 1 ? t.stride_b : D * L * H};
-  for (int i = 0; i < 3; ++i) s.strides_bytes[i] = static_cast<uint64_t>(st[i]) * 2;
-  s.box[0] = attention::kSpanElems;
-  s.box[1] = rows;
-  s.box[2] = 1;
-  s.box[3] = 1;
-  s.swizzle = tile::Swizzle::k128B;
-  return s;
-}
-
-const char* strides_ok(const AttnTensor& t) {
-  if (t.stride_b < 0 || t.stride_h < 0 || t.stride_l < 0) return "a negative stride";
-  return nullptr;
-}
 
 // The four maps as the kernel uses them (q, k, v, the output): boxes of a query block, a
 // key/value block of the head dim's config, and a warp's 16 output rows.
@@ -117,20 +94,12 @@ Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
 }
 
 Status attention_run(const AttnParams& p) {
-  const CUtensorMapDataType type =
-      p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUtensorMap m[4];
   tile::TmaShape shapes[4];
   map_shapes(p, shapes);
   static const char* const kNames[4] = {"q", "k", "v", "the output"};
-  for (int i = 0; i < 4; ++i) {
-    CUresult r = CUDA_SUCCESS;
-    if (!tile::tma_encode_cached(&m[i], shapes[i], type, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, &r)) {
-      std::snprintf(g_last_error, sizeof(g_last_error), "the driver refused the TMA descriptor of %s (CUresult %d)",
-                    kNames[i], static_cast<int>(r));
-      return Status::kUnsupported;
-    }
-  }
+  if (!attention::encode_maps(m, shapes, kNames, 4, p.dtype, g_last_error, sizeof(g_last_error)))
+    return Status::kUnsupported;
   return p.dtype == DType::kBFloat16 ? launch_dim<tile::bf16>(p, m[0], m[1], m[2], m[3])
                                      : launch_dim<tile::fp16>(p, m[0], m[1], m[2], m[3]);
 }

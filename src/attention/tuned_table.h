@@ -23,4 +23,8 @@ inline bool measured_faster(const AttnParams& p) {
          p.Lq >= 4096 && p.Lk == p.Lq && p.H == p.Hkv;
 }
 
+// The backward (v0, not yet measured against stock on the H200): stock everywhere until a
+// run says otherwise.
+inline bool bwd_measured_faster(const AttnBwdParams&) { return false; }
+
 }  // namespace flyops::attention

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "attention/bwd_traits.h"
 #include "attention/traits.h"
 #include "flyops/attention.h"
 #include "reference/attention_ref.h"
@@ -101,6 +102,97 @@ TEST(AttentionReference, HandValues) {
   reference::attention_head(q, k2, v2, 1, 2, 2, 0.5, true, -1, out, lse);
   EXPECT_EQ(out[0], 0.0);
   EXPECT_TRUE(std::isinf(lse[0]) && lse[0] > 0);
+}
+
+AttnBwdParams bwd_params(int64_t H, int64_t Hkv, int64_t Lq, int64_t Lk, int64_t D) {
+  alignas(16) static float lse[1];
+  AttnBwdParams b;
+  b.fwd = params(H, Hkv, Lq, Lk, D);
+  b.fwd.lse = lse;
+  b.fwd.lse_stride_b = H * Lq, b.fwd.lse_stride_h = Lq;
+  b.dout = b.dq = b.fwd.q;
+  b.dk = b.dv = b.fwd.k;
+  return b;
+}
+
+std::string why_bwd(const AttnBwdParams& p) { return attention_bwd_supports(p, kH200).reason; }
+
+TEST(AttentionBackwardSupports, ShapesAndReasons) {
+  EXPECT_TRUE(attention_bwd_supports(bwd_params(8, 8, 1, 1, 128), kH200).ok);
+  EXPECT_TRUE(attention_bwd_supports(bwd_params(8, 1, 113, 203, 64), kH200).ok);
+  EXPECT_EQ(why_bwd(bwd_params(8, 8, 100, 100, 256)), "backward head dim not 64 or 128");
+  AttnBwdParams no_lse = bwd_params(8, 8, 100, 100, 128);
+  no_lse.fwd.lse = nullptr;
+  EXPECT_EQ(why_bwd(no_lse), "no log-sum-exp from the forward");
+  AttnBwdParams odd = bwd_params(8, 8, 100, 100, 128);
+  odd.dq.stride_l = 130;  // rows of dQ not a multiple of four elements apart
+  EXPECT_EQ(why_bwd(odd), "dq not 8-byte aligned by rows");
+  EXPECT_EQ(why_bwd(bwd_params(8, 3, 100, 100, 64)), "key/value heads do not divide the query heads");
+  EXPECT_FALSE(attention_bwd_supports(bwd_params(8, 8, 10, 10, 64), fake_device_info(8, 0, 108)).ok);
+}
+
+// fp32 dQ partials plus two row vectors per query row, rows padded to the 64-row block.
+TEST(AttentionBackwardSupports, Workspace) {
+  const AttnParams p = params(8, 8, 100, 100, 128);
+  EXPECT_EQ(attention_bwd_workspace_bytes(p), size_t{2} * 8 * 128 * (128 + 2) * 4);
+}
+
+TEST(AttentionBackwardRouter, StockUnlessForced) {
+  const AttnBwdParams p = bwd_params(16, 16, 4096, 4096, 128);
+  ASSERT_EQ(attention_bwd_forced(), 0);
+  EXPECT_FALSE(attention_bwd_choose(p, kH200).flyops);  // not measured faster anywhere yet
+  attention_bwd_force(1);
+  EXPECT_TRUE(attention_bwd_choose(p, kH200).flyops);
+  attention_force(2);  // the forward's force leaves the backward alone
+  EXPECT_TRUE(attention_bwd_choose(p, kH200).flyops);
+  attention_force(0);
+  attention_bwd_force(2);
+  EXPECT_FALSE(attention_bwd_choose(p, kH200).flyops);
+  attention_bwd_force(0);
+}
+
+// Query blocks a key block sees: all without a mask; causal top-left starts at the block
+// holding the diagonal of the key block's first key; bottom-right shifts by the offset.
+TEST(AttentionQueryRange, CausalBounds) {
+  using attention::QueryRange;
+  EXPECT_EQ(QueryRange::of(0, 64, 1000, false, 0).begin, 0);
+  EXPECT_EQ(QueryRange::of(256, 64, 1000, false, 0).begin, 0);
+  EXPECT_EQ(QueryRange::of(256, 64, 1000, true, 0).begin, 4);
+  EXPECT_EQ(QueryRange::of(256, 64, 1000, true, 0).end, 16);
+  EXPECT_EQ(QueryRange::of(200, 64, 1000, true, 0).begin, 3);
+  EXPECT_EQ(QueryRange::of(128, 64, 100, true, 30).begin, 1);   // Lq 100, Lk 130: keys 128.. from query 98
+  const QueryRange none = QueryRange::of(256, 64, 100, true, 0);  // keys past every query's diagonal
+  EXPECT_EQ(none.begin, none.end);
+  EXPECT_EQ(QueryRange::of(0, 64, 200, true, -130).begin, 2);  // bottom-right, Lq 200 > Lk 70: key 0 from query 130
+}
+
+// The backward reference against a central difference of the forward: d/dq of sum(dout . out).
+TEST(AttentionReference, BackwardMatchesFiniteDifferences) {
+  const int64_t Lq = 3, Lk = 4, D = 2;
+  double q[Lq * D] = {0.3, -0.2, 1.1, 0.4, -0.7, 0.9}, k[Lk * D] = {0.5, -1.0, 0.2, 0.8, -0.3, 0.1, 1.2, -0.4};
+  double v[Lk * D] = {1.0, 0.0, 3.0, 2.0, -1.0, 0.5, 0.25, -2.0}, dout[Lq * D] = {0.7, -0.1, 0.2, 0.9, -0.5, 0.3};
+  double dq[Lq * D], dk[Lk * D] = {}, dv[Lk * D] = {};
+  reference::attention_head_bwd(q, k, v, dout, Lq, Lk, D, 0.6, true, 1, dq, dk, dv);
+  auto loss = [&]() {
+    double out[Lq * D], lse[Lq], sum = 0;
+    reference::attention_head(q, k, v, Lq, Lk, D, 0.6, true, 1, out, lse);
+    for (int64_t i = 0; i < Lq * D; ++i) sum += out[i] * dout[i];
+    return sum;
+  };
+  auto diff = [&](double* x, int64_t i) {
+    const double h = 1e-6, x0 = x[i];
+    x[i] = x0 + h;
+    const double up = loss();
+    x[i] = x0 - h;
+    const double down = loss();
+    x[i] = x0;
+    return (up - down) / (2 * h);
+  };
+  for (int64_t i = 0; i < Lq * D; ++i) EXPECT_NEAR(dq[i], diff(q, i), 1e-7);
+  for (int64_t i = 0; i < Lk * D; ++i) {
+    EXPECT_NEAR(dk[i], diff(k, i), 1e-7);
+    EXPECT_NEAR(dv[i], diff(v, i), 1e-7);
+  }
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct Case {
   int causal = 0;        // 0 none, 1 top-left (offset 0), 2 bottom-right (offset Lk - Lq)
   bool blhd = false;     // q, k, v, o stored as [B, L, H, D] (the transposed view)
   bool want_lse = true;
+  bool bwd = true;       // also the backward (head dims 64, 128; from this forward's O and LSE)
 };
 
 std::mt19937_64 g_rng;
@@ -58,6 +59,107 @@ AttnTensor layout(void* p, int64_t H, int64_t L, int64_t D, bool blhd) {
 
 int64_t at(const AttnTensor& t, int64_t b, int64_t h, int64_t l, int64_t d) {
   return b * t.stride_b + h * t.stride_h + l * t.stride_l + d;
+}
+
+// Max |got - ref| over a [B, heads, L, D] device tensor against per-head float64 refs, and
+// whether any element was left unwritten (NaN poison).
+struct Err {
+  double worst = 0, maxref = 0;
+  bool unwritten = false;
+  void add(double got, double ref) {
+    if (std::isnan(got)) unwritten = true;
+    worst = std::max(worst, std::fabs(got - ref));
+    maxref = std::max(maxref, std::fabs(ref));
+  }
+};
+
+// The backward from the forward just run (p: its device tensors, o and lse written).
+bool check_backward(const Case& c, const AttnParams& p, const std::vector<uint16_t>& hq,
+                    const std::vector<uint16_t>& hk, const std::vector<uint16_t>& hv, const char* name) {
+  const int64_t nq = c.B * c.H * c.Lq * c.D, nk = c.B * c.Hkv * c.Lk * c.D;
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> hdo(nq);
+  for (auto& x : hdo) x = to_bits(nd(g_rng), c.fp16);
+  uint16_t *ddo, *ddq, *ddk, *ddv;
+  void* ws;
+  const size_t ws_bytes = attention_bwd_workspace_bytes(p);
+  CHECK_CUDA(cudaMalloc(&ddo, nq * 2));
+  CHECK_CUDA(cudaMalloc(&ddq, nq * 2));
+  CHECK_CUDA(cudaMalloc(&ddk, nk * 2));
+  CHECK_CUDA(cudaMalloc(&ddv, nk * 2));
+  CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+  CHECK_CUDA(cudaMemcpy(ddo, hdo.data(), nq * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(ddq, 0xff, nq * 2));
+  CHECK_CUDA(cudaMemset(ddk, 0xff, nk * 2));
+  CHECK_CUDA(cudaMemset(ddv, 0xff, nk * 2));
+  CHECK_CUDA(cudaMemset(ws, 0xff, ws_bytes));
+  AttnBwdParams bp;
+  bp.fwd = p;
+  bp.dout = layout(ddo, c.H, c.Lq, c.D, c.blhd);
+  bp.dq = layout(ddq, c.H, c.Lq, c.D, c.blhd);
+  bp.dk = layout(ddk, c.Hkv, c.Lk, c.D, c.blhd);
+  bp.dv = layout(ddv, c.Hkv, c.Lk, c.D, c.blhd);
+  bp.workspace = ws;
+  bool ok = true;
+  const Support sup = attention_bwd_supports(bp, device_info(0));
+  if (!sup.ok) {
+    std::printf("FAILED %s backward: unsupported (%s)\n", name, sup.reason);
+    ok = false;
+  } else if (attention_bwd_run(bp) != Status::kSuccess) {
+    std::printf("FAILED %s backward: launch (%s)\n", name, attention_last_error());
+    ok = false;
+  }
+  if (ok) {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> gq(nq), gk(nk), gv(nk);
+    CHECK_CUDA(cudaMemcpy(gq.data(), ddq, nq * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(gk.data(), ddk, nk * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(gv.data(), ddv, nk * 2, cudaMemcpyDeviceToHost));
+    const int64_t g = c.H / c.Hkv;
+    Err eq, ek, ev;
+    std::vector<double> q(c.Lq * c.D), k(c.Lk * c.D), v(c.Lk * c.D), dout(c.Lq * c.D), dq(c.Lq * c.D);
+    std::vector<double> dk(c.Lk * c.D), dv(c.Lk * c.D);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t hkv = 0; hkv < c.Hkv; ++hkv) {
+        std::fill(dk.begin(), dk.end(), 0.0);
+        std::fill(dv.begin(), dv.end(), 0.0);
+        for (int64_t j = 0; j < c.Lk; ++j)
+          for (int64_t d = 0; d < c.D; ++d) {
+            k[j * c.D + d] = from_bits(hk[at(p.k, b, hkv, j, d)], c.fp16);
+            v[j * c.D + d] = from_bits(hv[at(p.v, b, hkv, j, d)], c.fp16);
+          }
+        for (int64_t h = hkv * g; h < (hkv + 1) * g; ++h) {
+          for (int64_t i = 0; i < c.Lq; ++i)
+            for (int64_t d = 0; d < c.D; ++d) {
+              q[i * c.D + d] = from_bits(hq[at(p.q, b, h, i, d)], c.fp16);
+              dout[i * c.D + d] = from_bits(hdo[at(bp.dout, b, h, i, d)], c.fp16);
+            }
+          reference::attention_head_bwd(q.data(), k.data(), v.data(), dout.data(), c.Lq, c.Lk, c.D, p.scale,
+                                        p.causal, p.causal_offset, dq.data(), dk.data(), dv.data());
+          for (int64_t i = 0; i < c.Lq; ++i)
+            for (int64_t d = 0; d < c.D; ++d) eq.add(from_bits(gq[at(bp.dq, b, h, i, d)], c.fp16), dq[i * c.D + d]);
+        }
+        for (int64_t j = 0; j < c.Lk; ++j)
+          for (int64_t d = 0; d < c.D; ++d) {
+            ek.add(from_bits(gk[at(bp.dk, b, hkv, j, d)], c.fp16), dk[j * c.D + d]);
+            ev.add(from_bits(gv[at(bp.dv, b, hkv, j, d)], c.fp16), dv[j * c.D + d]);
+          }
+      }
+    // P and dS rounded once to the dtype before their products, fp32 sums, and the output's
+    // own rounding: a bound of a few units of the dtype's roundoff of the largest gradient.
+    const double u = c.fp16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+    auto within = [&](const Err& e) { return !e.unwritten && e.worst <= 8 * u * std::max(e.maxref, 1e-3); };
+    ok = within(eq) && within(ek) && within(ev);
+    std::printf("%-6s %s backward  dq %.3g / %.3g  dk %.3g / %.3g  dv %.3g / %.3g (err / max |ref|)%s\n",
+                ok ? "ok" : "FAILED", name, eq.worst, eq.maxref, ek.worst, ek.maxref, ev.worst, ev.maxref,
+                eq.unwritten || ek.unwritten || ev.unwritten ? "  UNWRITTEN/NaN" : "");
+  }
+  cudaFree(ddo);
+  cudaFree(ddq);
+  cudaFree(ddk);
+  cudaFree(ddv);
+  cudaFree(ws);
+  return ok;
 }
 
 void run(const Case& c) {
@@ -152,6 +254,10 @@ void run(const Case& c) {
   if (!ok) ++g_fail;
   std::printf("%-6s %s  max err %.3g (bound %.3g, max |ref| %.3g)  lse %.3g%s\n", ok ? "ok" : "FAILED", name, worst,
               tol, maxref, worst_lse, unwritten ? "  UNWRITTEN/NaN" : "");
+  if (c.bwd && c.want_lse && c.D != 256) {
+    ++g_cases;
+    if (!check_backward(c, p, hq, hk, hv, name)) ++g_fail;
+  }
   cudaFree(dq);
   cudaFree(dk);
   cudaFree(dv);
@@ -174,34 +280,56 @@ void time_shapes() {
       for (bool causal : {false, true}) {
         const int64_t D = dh[0], H = dh[1], B = 16384 / L, n = B * H * L * D;
         uint16_t* buf;
-        CHECK_CUDA(cudaMalloc(&buf, 4 * n * 2));
+        float* lse;
+        CHECK_CUDA(cudaMalloc(&buf, 8 * n * 2));  // q k v o dO dq dk dv
+        CHECK_CUDA(cudaMalloc(&lse, B * H * L * 4));
         std::vector<uint16_t> h(std::min<int64_t>(n, 1 << 22));
         std::normal_distribution<float> nd;
         for (auto& x : h) x = reference::float_to_bf16(nd(g_rng));
-        for (int64_t off = 0; off < 3 * n; off += static_cast<int64_t>(h.size()))
-          CHECK_CUDA(cudaMemcpy(buf + off, h.data(), std::min<int64_t>(h.size(), 3 * n - off) * 2, cudaMemcpyHostToDevice));
+        for (int64_t off = 0; off < 5 * n; off += static_cast<int64_t>(h.size()))
+          CHECK_CUDA(cudaMemcpy(buf + off, h.data(), std::min<int64_t>(h.size(), 5 * n - off) * 2, cudaMemcpyHostToDevice));
         AttnParams p;
         p.B = B, p.H = p.Hkv = H, p.Lq = p.Lk = L, p.D = D;
         p.q = layout(buf, H, L, D, false), p.k = layout(buf + n, H, L, D, false), p.v = layout(buf + 2 * n, H, L, D, false);
         p.o = layout(buf + 3 * n, H, L, D, false);
+        p.lse = lse, p.lse_stride_h = L, p.lse_stride_b = H * L;
         p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
         p.causal = causal;
-        std::vector<float> ms;
-        for (int r = 0; r < 23; ++r) {
-          CHECK_CUDA(cudaMemsetAsync(flush, r, flush_bytes));
-          CHECK_CUDA(cudaEventRecord(e0));
-          if (attention_run(p) != Status::kSuccess) std::printf("launch failed: %s\n", attention_last_error());
-          CHECK_CUDA(cudaEventRecord(e1));
-          CHECK_CUDA(cudaEventSynchronize(e1));
-          float t = 0;
-          CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-          if (r >= 3) ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
+        AttnBwdParams bp;
+        bp.fwd = p;
+        bp.dout = layout(buf + 4 * n, H, L, D, false);
+        bp.dq = layout(buf + 5 * n, H, L, D, false);
+        bp.dk = layout(buf + 6 * n, H, L, D, false);
+        bp.dv = layout(buf + 7 * n, H, L, D, false);
+        void* ws = nullptr;
+        if (D != 256) CHECK_CUDA(cudaMalloc(&ws, attention_bwd_workspace_bytes(p)));
+        bp.workspace = ws;
         const double flop = 4.0 * B * H * L * L * D / (causal ? 2 : 1);
-        std::printf("time D=%lld H=%lld B=%lld L=%lld %s  %.4f ms  %.1f TFLOP/s\n", (long long)D, (long long)H,
-                    (long long)B, (long long)L, causal ? "causal" : "full", ms[ms.size() / 2],
-                    flop / (ms[ms.size() / 2] * 1e-3) / 1e12);
+        auto median_ms = [&](auto&& call) {
+          std::vector<float> ms;
+          for (int r = 0; r < 23; ++r) {
+            CHECK_CUDA(cudaMemsetAsync(flush, r, flush_bytes));
+            CHECK_CUDA(cudaEventRecord(e0));
+            if (call() != Status::kSuccess) std::printf("launch failed: %s\n", attention_last_error());
+            CHECK_CUDA(cudaEventRecord(e1));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            float t = 0;
+            CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+            if (r >= 3) ms.push_back(t);
+          }
+          std::sort(ms.begin(), ms.end());
+          return ms[ms.size() / 2];
+        };
+        const double fwd_ms = median_ms([&] { return attention_run(p); });
+        std::printf("time D=%lld H=%lld B=%lld L=%lld %s  %.4f ms  %.1f TFLOP/s", (long long)D, (long long)H,
+                    (long long)B, (long long)L, causal ? "causal" : "full", fwd_ms, flop / (fwd_ms * 1e-3) / 1e12);
+        if (ws != nullptr) {
+          const double bwd_ms = median_ms([&] { return attention_bwd_run(bp); });
+          std::printf("  bwd %.4f ms  %.1f TFLOP/s", bwd_ms, 2.5 * flop / (bwd_ms * 1e-3) / 1e12);
+          cudaFree(ws);
+        }
+        std::printf("\n");
+        cudaFree(lse);
         cudaFree(buf);
       }
   cudaFree(flush);

@@ -4,9 +4,9 @@ the H200 by default) and through the cuDNN and flash ops called directly.
 
 Error rule (FlashAttention-3's): our largest error against a float64 reference at most 2x
 stock's error in the same dtype (flyops disabled) plus a rounding term of one unit of the
-dtype's roundoff of the largest output. Forward and backward are routed separately (the
-backward ops stay stock), so our forward's outputs must be valid inputs to stock's
-backward: gradients through our forward obey the same rule. Every output of the two ops has
+dtype's roundoff of the largest output. Forward and backward are routed separately, so our
+forward's outputs must be valid inputs to stock's backward and stock's to ours: gradients
+through either pairing obey the same rule. Every output of the two ops has
 exactly stock's sizes, strides and dtypes, and the causal mask is each op's own (top-left
 for cuDNN, bottom-right for flash). Tests of flyops' own results force its kernel past the
 router's table (`_attention_force(1)`). Inputs are random normal, fresh each run; outputs
@@ -31,16 +31,20 @@ LENGTHS = [(1, 1), (1, 1024), (113, 203), (128, 128), (1023, 1024), (2048, 2048)
 @pytest.fixture(autouse=True)
 def _router_decides():
     torch.ops.flyops._attention_force(0)
+    torch.ops.flyops._attention_backward_force(0)
     yield
     torch.ops.flyops._attention_force(0)
+    torch.ops.flyops._attention_backward_force(0)
     torch.cuda.empty_cache()
 
 
 @pytest.fixture
 def ours():
     torch.ops.flyops._attention_force(1)
+    torch.ops.flyops._attention_backward_force(1)
     yield
     torch.ops.flyops._attention_force(0)
+    torch.ops.flyops._attention_backward_force(0)
 
 
 def poison_cache():
@@ -84,9 +88,22 @@ def check(ours, stock, ref, dtype, what):
     assert err <= bound, f"{what}: error {err:.3g} > {bound:.3g} (stock {stock_err:.3g})"
 
 
-def counted():
-    s = flyops.stats()["attention"]
+def counted(op="attention"):
+    s = flyops.stats()[op]
     return s["flyops"], s["stock"]
+
+
+def grads_and_refs(q, k, v, go, causal, gqa):
+    """SDPA's gradients as routed now, stock's (flyops disabled) and float64's."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    mine = torch.autograd.grad(out, (q, k, v), go)
+    with flyops.disabled():
+        out_s = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+        theirs = torch.autograd.grad(out_s, (q, k, v), go)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_out, _ = reference(q64, k64, v64, causal, 0)
+    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+    return mine, theirs, refs
 
 
 def cudnn_op(q, k, v, causal, lse=False):
@@ -200,26 +217,140 @@ def test_flash_op_bottom_right_rows_without_keys(ours):
     check(out[:, :, 130:], stock[:, :, 130:], ref[:, :, 130:], torch.bfloat16, "out")
 
 
+@pytest.mark.parametrize("pairing", ["fwd_ours", "bwd_ours"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D,ratio,L", [(128, 1, (256, 256)), (64, 4, (113, 203)), (256, 8, (130, 257)),
                                        (128, 2, (1, 300))])
-def test_gradients_through_stock_backward(ours, dtype, causal, D, ratio, L):
-    """Our forward, stock's backward (the backward op is not overridden): the gradients obey
-    the error rule against float64, like stock's own forward + backward."""
+def test_gradients_mixed_routes(pairing, dtype, causal, D, ratio, L):
+    """Forward and backward routed apart: our forward's outputs into stock's backward, and
+    stock's into ours (head dim 256: our backward does not take it, stock's runs). The
+    gradients obey the error rule against float64, like stock's own forward + backward."""
+    torch.ops.flyops._attention_force(1 if pairing == "fwd_ours" else 2)
+    torch.ops.flyops._attention_backward_force(2 if pairing == "fwd_ours" else 1)
     Lq, Lk = L
     q, k, v = qkv(2, 8, 8 // ratio, Lq, Lk, D, dtype, grad=True)
     go = torch.randn(2, 8, Lq, D, device="cuda", dtype=dtype)
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=ratio > 1)
-    mine = torch.autograd.grad(out, (q, k, v), go)
-    with flyops.disabled():
-        out_s = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=ratio > 1)
-        theirs = torch.autograd.grad(out_s, (q, k, v), go)
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    ref_out, _ = reference(q64, k64, v64, causal, 0)
-    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+    before = counted("attention_backward")
+    mine, theirs, refs = grads_and_refs(q, k, v, go, causal, ratio > 1)
+    ours_bwd = counted("attention_backward")[0] - before[0]
+    assert ours_bwd == (1 if pairing == "bwd_ours" and D != 256 else 0)
     for name, a, b, r in zip("qkv", mine, theirs, refs):
         check(a, b, r, dtype, f"d{name}")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["bf16", "fp16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("ratio", [1, 4, 8])
+@pytest.mark.parametrize("L", LENGTHS, ids=lambda L: f"{L[0]}x{L[1]}")
+def test_backward(ours, D, dtype, causal, ratio, L):
+    """Our forward and backward through SDPA (the cuDNN op pair), grouped heads as SDPA passes
+    them: dQ, dK and dV by the error rule against float64; gradients poisoned beforehand."""
+    Lq, Lk = L
+    H = 8
+    q, k, v = qkv(2, H, H // ratio, Lq, Lk, D, dtype, blhd=(Lq % 2 == 1), grad=True)
+    go = torch.randn(2, H, Lq, D, device="cuda", dtype=dtype)
+    poison_cache()
+    before = counted("attention_backward")
+    mine, theirs, refs = grads_and_refs(q, k, v, go, causal, ratio > 1)
+    assert counted("attention_backward")[0] == before[0] + 1, "the backward did not reach flyops"
+    for name, a, b, r in zip("qkv", mine, theirs, refs):
+        check(a, b, r, dtype, f"d{name}")
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_backward_4097(ours, D, causal):
+    q, k, v = qkv(1, 2, 2, 4097, 4097, D, torch.bfloat16, grad=True)
+    go = torch.randn_like(q)
+    mine, theirs, refs = grads_and_refs(q, k, v, go, causal, False)
+    for name, a, b, r in zip("qkv", mine, theirs, refs):
+        check(a, b, r, torch.bfloat16, f"d{name}")
+
+
+@pytest.mark.parametrize("flash", [False, True], ids=["cudnn", "flash"])
+@pytest.mark.parametrize("blhd", [False, True], ids=["bhld", "blhd"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_backward_outputs_match_stock(ours, flash, blhd, causal):
+    """Each backward op on stock's forward outputs (the forward forced to stock, the op reached
+    through autograd as SDPA reaches it): the three gradients have stock's sizes, strides and
+    dtype, and obey the error rule (flash: bottom-right causal on Lq != Lk, every query row
+    seeing a key)."""
+    torch.ops.flyops._attention_force(2)
+    q, k, v = qkv(2, 4, 4, 100, 130, 128, torch.bfloat16, blhd=blhd, grad=True)
+    go = torch.randn(2, 4, 100, 128, device="cuda", dtype=torch.bfloat16)
+
+    def grads():
+        if flash:
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False)[0]
+        else:
+            out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)[0]
+        return torch.autograd.grad(out, (q, k, v), go)
+    before = counted("attention_backward")
+    mine = grads()
+    assert counted("attention_backward")[0] == before[0] + 1
+    with flyops.disabled():
+        theirs = grads()
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert describe(a) == describe(b), f"grad {i}: {describe(a)} != {describe(b)}"
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_out, _ = reference(q64, k64, v64, causal, 130 - 100 if flash else 0)
+    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+    for name, a, b, r in zip("qkv", mine, theirs, refs):
+        check(a, b, r, torch.bfloat16, f"d{name}")
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("deterministic", "deterministic algorithms"),
+    ("d256", "backward head dim not 64 or 128"),
+])
+def test_backward_unsupported_goes_to_stock(ours, case, reason):
+    q, k, v = qkv(1, 4, 4, 100, 100, 256 if case == "d256" else 128, torch.bfloat16, grad=True)
+    out = F.scaled_dot_product_attention(q, k, v)
+    flyops.reset_stats()
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(case == "deterministic", warn_only=True)
+    try:
+        out.backward(torch.randn_like(out))
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    s = flyops.stats()["attention_backward"]
+    assert s["flyops"] == 0 and s["stock"] == 1
+    assert any(reason in r for r in s["stock_reasons"]), s["stock_reasons"]
+
+
+def test_backward_cuda_graph(ours):
+    """Forward and backward captured together and replayed on fresh inputs."""
+    q, k, v = qkv(1, 8, 2, 300, 300, 128, torch.bfloat16, grad=True)
+    go = torch.randn(1, 8, 300, 128, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return torch.autograd.grad(out, (q, k, v), go)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        grads = step()
+    for _ in range(2):
+        with torch.no_grad():
+            q.copy_(torch.randn_like(q))
+        g.replay()
+        torch.cuda.synchronize()
+        with flyops.disabled():
+            out_s = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            theirs = torch.autograd.grad(out_s, (q, k, v), go)
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref_out, _ = reference(q64, k64, v64, True, 0)
+        refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+        for name, a, b, r in zip("qkv", grads, theirs, refs):
+            check(a, b, r, torch.bfloat16, f"replayed d{name}")
 
 
 def test_torch_compile_reaches_flyops(ours):
@@ -245,7 +376,9 @@ def test_torch_compile_training_step(ours):
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True).float().square().sum()
 
+    before = counted("attention_backward")
     f(q, k, v).backward()
+    assert counted("attention_backward")[0] == before[0] + 1, "the compiled backward did not reach flyops"
     assert all(t.grad is not None and not t.grad.isnan().any() for t in (q, k, v))
 
 

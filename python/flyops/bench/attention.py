@@ -3,10 +3,11 @@ its FlashAttention-2 backend (`fa2_ms`), in one process, bf16, 16384 tokens per 
 (B x L = 16384): 16 heads of 128, 32 of 64 or 8 of 256.
 
 Passes: `fwd` (inputs require grad, as in training: the log-sum-exp is computed),
-`fwd_infer` (no grad), `fwdbwd` (forward and backward through torch.autograd.grad; the
-backward is stock's, so this measures flyops' forward inside a training step). Each case
-times stock, the router (`flyops_ms`: what a user gets), flyops' kernel forced past the
-router (`forced_ms`, the data behind src/attention/tuned_table.h) and FA2, alternating.
+`fwd_infer` (no grad), `fwdbwd` (forward and backward through torch.autograd.grad; forced,
+both are flyops', and head dim 256's backward, which flyops does not take, stays stock's).
+Each case times stock, the router (`flyops_ms`: what a user gets), flyops' kernels forced
+past the router (`forced_ms`, the data behind src/attention/tuned_table.h) and FA2,
+alternating.
 FLOPs: 4 B H L^2 D forward (halved when causal), 2.5x that backward.
 """
 
@@ -31,15 +32,17 @@ ERR_ROWS = 64
 @contextlib.contextmanager
 def forced(mode):
     torch.ops.flyops._attention_force(mode)
+    torch.ops.flyops._attention_backward_force(mode)
     try:
         yield
     finally:
         torch.ops.flyops._attention_force(0)
+        torch.ops.flyops._attention_backward_force(0)
 
 
 @contextlib.contextmanager
 def fa2():
-    with flyops.disabled("attention"), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    with flyops.disabled("attention", "attention_backward"), sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         yield
 
 
@@ -86,9 +89,11 @@ def case(timer, pass_, D, L, causal):
         def fn():
             with torch.no_grad():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    contexts = [lambda: flyops.disabled("attention"), contextlib.nullcontext, lambda: forced(1), fa2]
+    contexts = [lambda: flyops.disabled("attention", "attention_backward"), contextlib.nullcontext, lambda: forced(1),
+                fa2]
     stock_ms, ours_ms, forced_ms, fa2_ms = common.alternating(timer, contexts, fn)
     routed = common.routed("attention", fn)  # this pass's own call (with or without grad)
+    routed_bwd = common.routed("attention_backward", fn) if pass_ == "fwdbwd" else None
     err, stock_err = errors(q.detach(), k.detach(), v.detach(), causal)
     f = flops(B, H, L, D, causal, pass_)
     return {
@@ -103,6 +108,7 @@ def case(timer, pass_, D, L, causal):
         "forced_speedup": round(stock_ms / forced_ms, 3),
         "speedup_vs_fa2": round(fa2_ms / ours_ms, 3),
         "routed": routed,
+        "routed_backward": routed_bwd,
         "kernel": torch.ops.flyops._route_attention(q, k, v, False, causal, grad),
         "flyops_tflops": round(f / (ours_ms * 1e-3) / 1e12, 1),
         "stock_tflops": round(f / (stock_ms * 1e-3) / 1e12, 1),
@@ -116,8 +122,8 @@ def case(timer, pass_, D, L, causal):
 def run(timer, quick=False):
     result = common.header("attention", timer)
     result["method"] += ("; four sides alternate: stock's default backend (flyops disabled), the router, flyops "
-                         "forced past the router (forced_ms), stock's FlashAttention-2 backend (fa2_ms); fwdbwd's "
-                         "backward is stock's; errors on 64 sampled query rows of one head against float64")
+                         "forced past the router (forced_ms: forward and backward), stock's FlashAttention-2 backend "
+                         "(fa2_ms); errors on 64 sampled query rows of one head against float64")
     for pass_ in PASSES:
         for D, L, causal in shapes(quick):
             c = case(timer, pass_, D, L, causal)

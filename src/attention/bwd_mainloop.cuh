@@ -1,0 +1,201 @@
+// The attention backward's producer and a consumer warpgroup's loop over the query blocks
+// (bwd_traits.h has the products). Per step: S^T and dP^T are issued together; P^T is made
+// while dP^T still runs; then dS^T, the RS products for dV and dK, dS^T staged for dQ, and
+// dQ's share added to the fp32 partials once every product has landed.
+#pragma once
+
+#include <cuda.h>
+
+#include "bwd_traits.h"
+#include "flyops/tile/bulk_copy.h"
+#include "flyops/tile/pipeline.h"
+#include "flyops/tile/stmatrix.h"
+#include "flyops/tile/tma.h"
+#include "flyops/tile/wgmma.h"
+#include "flyops/tile/wgmma_ops.h"
+#include "mainloop.cuh"  // kmajor_desc, value_desc, load_block, release
+#include "softmax.cuh"   // fast_exp2, to_operand
+
+namespace flyops::attention {
+
+// Shared memory, every block 1024-aligned: K, V (kSpans blocks of kBN rows each), the ring's
+// Q and dO blocks, two dS^T buffers, then the ring's row vectors (scaled LSE, Dsum).
+template <typename Cfg>
+struct BwdSmem {
+  unsigned char* base;
+  static constexpr uint32_t kQOff = 2 * Cfg::kKVBytes;
+  static constexpr uint32_t kDOOff = kQOff + Cfg::kStages * Cfg::kQBytes;
+  static constexpr uint32_t kDSOff = kDOOff + Cfg::kStages * Cfg::kQBytes;
+  static constexpr uint32_t kRowsOff = kDSOff + 2 * Cfg::kDSBytes;
+  FLYOPS_DEVICE unsigned char* k() const { return base; }
+  FLYOPS_DEVICE unsigned char* v() const { return base + Cfg::kKVBytes; }
+  FLYOPS_DEVICE unsigned char* q(int s) const { return base + kQOff + s * Cfg::kQBytes; }
+  FLYOPS_DEVICE unsigned char* dout(int s) const { return base + kDOOff + s * Cfg::kQBytes; }
+  FLYOPS_DEVICE unsigned char* ds(int buf) const { return base + kDSOff + buf * Cfg::kDSBytes; }
+  FLYOPS_DEVICE float* lse(int s) const { return reinterpret_cast<float*>(base + kRowsOff + s * 2 * Cfg::kRowsBytes); }
+  FLYOPS_DEVICE float* dsum(int s) const { return lse(s) + Cfg::kBM; }
+};
+
+struct BwdArgs {
+  int Lq, Lk, Lq_pad;  // Lq_pad: Lq rounded up to the query block (the workspace's rows)
+  int H, group;
+  float scale_log2, scale;
+  bool causal;
+  int offset;
+  const float* lse2;  // [B H, Lq_pad]: log2-domain log-sum-exp, +inf past Lq
+  const float* dsum;  // [B H, Lq_pad]: dO . O, 0 past Lq
+  float* dq_acc;      // [B H, Lq_pad, D] fp32 partial sums of dS K
+};
+
+// The steps of a CTA: every query head of the group, each over the query blocks in range.
+struct BwdSteps {
+  QueryRange range;
+  int count;
+  FLYOPS_DEVICE int blocks() const { return range.end - range.begin; }
+  FLYOPS_DEVICE int head(int step, int hk, int group) const { return hk * group + step / blocks(); }
+  FLYOPS_DEVICE int qblock(int step) const { return range.begin + step % blocks(); }
+};
+
+// One thread: K and V once, then per step the query block's Q, dO and row vectors.
+template <typename Cfg>
+FLYOPS_DEVICE void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
+                               const CUtensorMap* map_do, const BwdSmem<Cfg>& sm, uint64_t* kv_bar,
+                               tile::Ring<Cfg::kStages>& ring, const BwdArgs& a, const BwdSteps& steps, int kv0,
+                               int hk, int b) {
+  tile::mbarrier_arrive_expect_tx(kv_bar, 2 * Cfg::kKVBytes);
+  load_block<Cfg, Cfg::kBN>(sm.k(), map_k, kv_bar, kv0, hk, b);
+  load_block<Cfg, Cfg::kBN>(sm.v(), map_v, kv_bar, kv0, hk, b);
+  tile::RingState<Cfg::kStages> st;
+  for (int step = 0; step < steps.count; ++step, st.advance()) {
+    const int h = steps.head(step, hk, a.group), q0 = steps.qblock(step) * Cfg::kBM;
+    ring.producer_acquire(st, Cfg::kStageTx);
+    uint64_t* full = ring.full_barrier(st);
+    load_block<Cfg, Cfg::kBM>(sm.q(st.stage), map_q, full, q0, h, b);
+    load_block<Cfg, Cfg::kBM>(sm.dout(st.stage), map_do, full, q0, h, b);
+    const int64_t row = (static_cast<int64_t>(b) * a.H + h) * a.Lq_pad + q0;
+    tile::bulk_copy_g2s(sm.lse(st.stage), a.lse2 + row, Cfg::kRowsBytes, full);
+    tile::bulk_copy_g2s(sm.dsum(st.stage), a.dsum + row, Cfg::kRowsBytes, full);
+  }
+}
+
+// C[64 x 64] = A B^T over the head dim for this warpgroup's 64 keys: A (K or V) and B (Q or
+// dO) both K-major (issued and committed, not waited for).
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_keys_by_queries(float (&c)[32], const unsigned char* keys, const unsigned char* queries,
+                                         int wg) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kD / 16; ++kk)
+    tile::wgmma_m64k16<T, 64>(c, kmajor_desc<Cfg::kBN>(keys, 64 * wg, kk), kmajor_desc<Cfg::kBM>(queries, 0, kk),
+                              kk > 0);
+  tile::wgmma_commit();
+}
+
+// acc[64 x kD] += X^T Y for the 64 queries of the step: X^T from registers (P^T or dS^T), Y
+// (dO or Q) the MN-major B.
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_accumulate(float (&acc)[Cfg::kD / 2], const uint32_t (&x)[Cfg::kBM / 16][4],
+                                    const unsigned char* y) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBM / 16; ++kk)
+    tile::wgmma_m64k16_rs<T, Cfg::kD, 1>(acc, x[kk], value_desc<Cfg::kBM>(y, kk), true);
+}
+
+// This warpgroup's share of dQ = dS K (64 queries x 64 head-dim columns): A is dS^T staged
+// as 128-byte rows per key (MN-major), B is K (MN-major along the head dim).
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_dq(float (&dq)[32], const unsigned char* ds, const unsigned char* keys, int wg) {
+  constexpr int kSteps = Cfg::kDQSplitN ? Cfg::kBN / 16 : 64 / 16;
+  const int key0 = Cfg::kDQSplitN ? 0 : 64 * wg;
+  const unsigned char* kspan = keys + (Cfg::kDQSplitN ? wg * Cfg::kBN * 128 : 0);
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const uint64_t a = tile::wgmma_desc_mnmajor<tile::Swizzle::k128B>(
+        tile::smem_addr(ds) + static_cast<uint32_t>((key0 + 16 * kk) * 128), Cfg::kDSBytes);
+    tile::wgmma_m64k16<T, 64, 1, 1>(dq, a, value_desc<Cfg::kBN>(kspan, key0 / 16 + kk), kk > 0);
+  }
+  tile::wgmma_commit();
+}
+
+// A consumer warpgroup (wg = 0, 1: keys kv0 + 64 wg ..) over the CTA's steps; on return dk
+// and dv hold its rows' sums (dK not yet scaled).
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2], const BwdSmem<Cfg>& sm,
+                               uint64_t* kv_bar, tile::Ring<Cfg::kStages>& ring, const BwdArgs& a,
+                               const BwdSteps& steps, int kv0, int wg, int hk, int b) {
+  constexpr int kBM = Cfg::kBM;
+  const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, t = lane % 4;
+  const int key = kv0 + 64 * wg + 16 * w + lane / 4;  // this thread's first key (h = 0; h = 1 is + 8)
+  const uint32_t ds_rows = static_cast<uint32_t>((64 * wg + 16 * w) * 128);  // the warp's rows of dS^T
+  const uint32_t ds_lane0 = tile::box_lane_addr(tile::smem_addr(sm.ds(0)) + ds_rows);
+  // dQ's columns of this warpgroup and the barrier that publishes dS^T to it.
+  const int dq_col0 = Cfg::kDQSplitN ? 64 * wg : 0;
+  const int bar_id = Cfg::kDQSplitN ? 1 : 1 + wg, bar_threads = Cfg::kDQSplitN ? 256 : 128;
+  tile::RingState<Cfg::kStages> st;
+  float s[32], dp[32], dq[32];
+  uint32_t p[kBM / 16][4], ds[kBM / 16][4];
+  if (steps.count > 0) tile::mbarrier_wait(kv_bar, 0);
+  for (int step = 0; step < steps.count; ++step, st.advance()) {
+    const int h = steps.head(step, hk, a.group), q0 = steps.qblock(step) * kBM;
+    const bool masked = kv0 + Cfg::kBN > a.Lk || (a.causal && kv0 + Cfg::kBN - 1 > q0 + a.offset);
+    ring.consumer_wait(st);
+    tile::wgmma_fence();
+    issue_keys_by_queries<Cfg, T>(s, sm.k(), sm.q(st.stage), wg);
+    issue_keys_by_queries<Cfg, T>(dp, sm.v(), sm.dout(st.stage), wg);
+    const float* lse = sm.lse(st.stage);
+    const float* dsum = sm.dsum(st.stage);
+    tile::wgmma_wait<1>();  // S^T has landed; dP^T may still run
+    tile::fence_operands(s);
+    // P^T = exp2(scale_log2 S^T - LSE2[query]), 0 where the key is masked for the query.
+#pragma unroll
+    for (int j = 0; j < kBM / 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2*>(lse + 8 * j + 2 * t);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float& v = s[4 * j + i];
+        v = fast_exp2(__fmaf_rn(v, a.scale_log2, -(i % 2 ? l2.y : l2.x)));
+        if (masked) {
+          const int kk = key + 8 * (i / 2), qq = q0 + 8 * j + 2 * t + i % 2;
+          if (kk >= a.Lk || (a.causal && kk > qq + a.offset)) v = 0.f;
+        }
+      }
+    }
+    to_operand<T, kBM>(s, p);
+    tile::wgmma_wait<0>();
+    tile::fence_operands(dp);
+    // dS^T = P^T o (dP^T - Dsum[query]).
+#pragma unroll
+    for (int j = 0; j < kBM / 8; ++j) {
+      const float2 d2 = *reinterpret_cast<const float2*>(dsum + 8 * j + 2 * t);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dp[4 * j + i] = s[4 * j + i] * (dp[4 * j + i] - (i % 2 ? d2.y : d2.x));
+    }
+    to_operand<T, kBM>(dp, ds);
+    const int buf = step % 2;
+    tile::stmatrix_box_16x64(ds_lane0 + buf * Cfg::kDSBytes, [&](int c, int hh) { return ds[c / 2][2 * (c % 2) + hh]; });
+    tile::wgmma_fence();
+    issue_accumulate<Cfg, T>(dv, p, sm.dout(st.stage));
+    issue_accumulate<Cfg, T>(dk, ds, sm.q(st.stage));
+    tile::wgmma_commit();
+    tile::fence_proxy_async();  // dS^T's stores, visible to the wgmma that reads them
+    tile::named_barrier_sync(bar_id, bar_threads);
+    issue_dq<Cfg, T>(dq, sm.ds(buf), sm.k(), wg);
+    tile::wgmma_wait<0>();
+    tile::fence_operands(dv);
+    tile::fence_operands(dk);
+    tile::fence_operands(dq);
+    for (auto& r : p) tile::fence_operands(r);
+    for (auto& r : ds) tile::fence_operands(r);
+    __syncwarp();  // every lane's loads of the row vectors precede lane 0's release
+    release(ring, st);
+    // dQ's share into the partial sums: rows q0 + 16 w + lane / 4 (+ 8), column pairs.
+    float* acc = a.dq_acc + ((static_cast<int64_t>(b) * a.H + h) * a.Lq_pad + q0 + 16 * w + lane / 4) * Cfg::kD +
+                 dq_col0 + 2 * t;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        tile::red_add_v2(acc + hh * 8 * Cfg::kD + 8 * j, dq[4 * j + 2 * hh], dq[4 * j + 2 * hh + 1]);
+  }
+}
+
+}  // namespace flyops::attention

@@ -1,0 +1,55 @@
+// The attention backward kernel's compile-time shapes. A CTA owns kBN = 128 key/value rows
+// of one (batch, key/value head): two consumer warpgroups of 64 rows each hold dK and dV for
+// their rows in registers and walk every query block of kBM = 64 rows (of every query head
+// of the group) that sees them. A producer warpgroup loads K and V once, then streams Q and
+// dO blocks with their rows' log-sum-exp and Dsum through one ring.
+//
+// The products per query block, in the key-major form (FlashAttention-3's swapped S), so that
+// P^T and dS^T come out of the accumulators already shaped as the A operands of dV and dK:
+//   S^T = K Q^T, dP^T = V dO^T (SS, m64 x 64 per warpgroup), dV += P^T dO, dK += dS^T Q (RS),
+//   dQ = dS K (SS from dS^T staged in shared memory, MN-major A), added to fp32 partials.
+#pragma once
+
+#include <cstdint>
+
+#include "traits.h"
+
+namespace flyops::attention {
+
+inline constexpr int kBwdProducerRegs = 24;
+inline constexpr int kBwdConsumerRegs = 240;
+
+template <int kD_>
+struct BwdConfig {
+  static constexpr int kD = kD_;
+  static constexpr int kBN = 128;  // key/value rows per CTA
+  static constexpr int kBM = 64;   // query rows per step
+  static constexpr int kStages = 2;
+  static constexpr int kSpans = kD / kSpanElems;
+  static constexpr uint32_t kKVBytes = kBN * kD * 2;
+  static constexpr uint32_t kQBytes = kBM * kD * 2;  // a Q or dO block
+  static constexpr uint32_t kRowsBytes = kBM * 4;    // a block's scaled log-sum-exp or Dsum
+  static constexpr uint32_t kStageTx = 2 * kQBytes + 2 * kRowsBytes;
+  static constexpr uint32_t kDSBytes = kBN * kBM * 2;  // dS^T: 128 rows of 128 bytes
+  // dQ = dS K per warpgroup, N = 64: at kD = 128 warpgroup w takes head-dim columns 64 w ..
+  // over all 128 keys (the two halves of dS^T met at a barrier); at kD = 64 each takes all
+  // columns over its own 64 keys (no barrier, two partial sums per element).
+  static constexpr bool kDQSplitN = kD == 128;
+  static constexpr int kSmemBytes = 2 * kKVBytes + kStages * (2 * kQBytes + 2 * kRowsBytes) + 2 * kDSBytes + 1024;
+  static_assert(kD == 64 || kD == 128, "head dims 64 and 128");
+  static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
+};
+
+// The query blocks a key block sees: [begin, end) (causal: the first that holds a query at or
+// past the diagonal of the block's first key).
+struct QueryRange {
+  int begin, end;
+  FLYOPS_HD static QueryRange of(int kv0, int bm, int Lq, bool causal, int offset) {
+    const int end = (Lq + bm - 1) / bm;
+    int begin = 0;
+    if (causal && kv0 - offset > 0) begin = (kv0 - offset) / bm;
+    return QueryRange{begin < end ? begin : end, end};
+  }
+};
+
+}  // namespace flyops::attention
