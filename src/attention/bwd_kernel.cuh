@@ -62,7 +62,10 @@ __global__ void __launch_bounds__(256) flyops_attention_bwd_prep(const flyops::a
   }
 }
 
-// dQ = scale x the partial sums, four head-dim elements a thread.
+// dQ = scale x the partial sums, four head-dim elements a thread, read from the chunks'
+// fragment order (dq_chunk_offset): element (r, c) of a 64 x 64 chunk was register 4 (c / 8)
+// + 2 (r % 16 / 8) + c % 2 of thread 32 (r / 16) + 4 (r % 8) + c % 8 / 2, so four columns
+// from a multiple of 4 are one aligned float4.
 template <typename T>
 __global__ void __launch_bounds__(256) flyops_attention_bwd_dq(const flyops::attention::BwdDqArgs a) {
   using namespace flyops;
@@ -73,7 +76,10 @@ __global__ void __launch_bounds__(256) flyops_attention_bwd_dq(const flyops::att
   const int64_t row = e / a.D;  // (b h) Lq + q
   const int q = static_cast<int>(row % a.Lq);
   const int64_t bh = row / a.Lq, b = bh / a.H, h = bh % a.H;
-  const float4 v = *reinterpret_cast<const float4*>(a.dq_acc + (bh * a.Lq_pad + q) * a.D + d);
+  const int r = q % 64, c = d % 64;
+  const int64_t chunk = (bh * (a.Lq_pad / 64) + q / 64) * (a.D / 64) + d / 64;
+  const int tid = 32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2, pair = 2 * (c / 8) + (r % 16) / 8;
+  const float4 v = *reinterpret_cast<const float4*>(a.dq_acc + chunk * 4096 + attention::dq_chunk_offset(pair, tid));
   uint2 out;
   out.x = tile::pack2<T>(v.x * a.scale, v.y * a.scale);
   out.y = tile::pack2<T>(v.z * a.scale, v.w * a.scale);
@@ -99,7 +105,7 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   steps.count = steps.blocks() * args.group;
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    ring.init(kConsumers * 4);  // one arrival per consumer warp
+    ring.init(kConsumers * 128);  // every consumer thread arrives (its own loads of the row vectors)
     tile::mbarrier_init(&kv_bar, 1);
     tile::tma_prefetch_map(&map_q);
     tile::tma_prefetch_map(&map_k);

@@ -20,6 +20,16 @@ FLYOPS_DEVICE void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uin
       "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
 }
+
+// This CTA's shared memory added element-wise into global fp32 (cp.reduce.async.bulk): the
+// TMA unit reads `bytes` from src and adds them to dst in whole lines, in a bulk group that
+// tma_store_commit / tma_store_wait (tma.h) commit and wait for; src must stay unchanged
+// until the group has read it.
+FLYOPS_DEVICE void bulk_reduce_add_s2g(float* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+}
 #endif
 
 }  // namespace flyops::tile

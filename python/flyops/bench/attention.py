@@ -3,7 +3,8 @@ its FlashAttention-2 backend (`fa2_ms`), in one process, bf16, 16384 tokens per 
 (B x L = 16384): 16 heads of 128, 32 of 64 or 8 of 256.
 
 Passes: `fwd` (inputs require grad, as in training: the log-sum-exp is computed),
-`fwd_infer` (no grad), `fwdbwd` (forward and backward through torch.autograd.grad; forced,
+`fwd_infer` (no grad), `bwd` (the backward alone: each side's own forward once, then its
+backward timed with the graph retained), `fwdbwd` (forward and backward through torch.autograd.grad; forced,
 both are flyops', and head dim 256's backward, which flyops does not take, stays stock's).
 Each case times stock, the router (`flyops_ms`: what a user gets), flyops' kernels forced
 past the router (`forced_ms`, the data behind src/attention/tuned_table.h) and FA2,
@@ -25,7 +26,7 @@ DTYPE = torch.bfloat16
 HEADS = {128: 16, 64: 32, 256: 8}
 LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
 TOKENS = 16384
-PASSES = ("fwd", "fwd_infer", "fwdbwd")
+PASSES = ("fwd", "fwd_infer", "bwd", "fwdbwd")
 ERR_ROWS = 64
 
 
@@ -54,7 +55,7 @@ def shapes(quick=False):
 
 def flops(B, H, L, D, causal, pass_):
     f = 4.0 * B * H * L * L * D / (2 if causal else 1)
-    return f * (3.5 if pass_ == "fwdbwd" else 1.0)
+    return f * {"fwdbwd": 3.5, "bwd": 2.5}.get(pass_, 1.0)
 
 
 def errors(q, k, v, causal):
@@ -78,7 +79,29 @@ def case(timer, pass_, D, L, causal):
     grad = pass_ != "fwd_infer"
     q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=DTYPE, requires_grad=grad) for _ in range(3))
     go = torch.randn(B, H, L, D, device="cuda", dtype=DTYPE)
-    if pass_ == "fwdbwd":
+    contexts = [lambda: flyops.disabled("attention", "attention_backward"), contextlib.nullcontext, lambda: forced(1),
+                fa2]
+    side = [0]
+    if pass_ == "bwd":
+        # Each side's backward node comes from its own forward (FA2's saves another op's state).
+        grads = []
+        for i, ctx in enumerate(contexts):
+            with ctx():
+                out_i = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            grads.append(lambda out_i=out_i: torch.autograd.grad(out_i, (q, k, v), go, retain_graph=True))
+
+        def fn():
+            return grads[side[0]]()
+
+        def in_side(i, base=tuple(contexts)):
+            @contextlib.contextmanager
+            def ctx():
+                side[0] = i
+                with base[i]():
+                    yield
+            return ctx
+        contexts = [in_side(i) for i in range(len(contexts))]
+    elif pass_ == "fwdbwd":
         def fn():
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             return torch.autograd.grad(out, (q, k, v), go)
@@ -89,11 +112,11 @@ def case(timer, pass_, D, L, causal):
         def fn():
             with torch.no_grad():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    contexts = [lambda: flyops.disabled("attention", "attention_backward"), contextlib.nullcontext, lambda: forced(1),
-                fa2]
     stock_ms, ours_ms, forced_ms, fa2_ms = common.alternating(timer, contexts, fn)
-    routed = common.routed("attention", fn)  # this pass's own call (with or without grad)
-    routed_bwd = common.routed("attention_backward", fn) if pass_ == "fwdbwd" else None
+    side[0] = 1  # the router's
+    routed = common.routed("attention_backward" if pass_ == "bwd" else "attention", fn)  # this pass's own call
+    routed_bwd = {"fwdbwd": lambda: common.routed("attention_backward", fn), "bwd": lambda: routed}.get(
+        pass_, lambda: None)()
     err, stock_err = errors(q.detach(), k.detach(), v.detach(), causal)
     f = flops(B, H, L, D, causal, pass_)
     return {
