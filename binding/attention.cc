@@ -12,7 +12,7 @@
 //   backward (both ops): grad_q/k/v as empty_like(q/k/v) (the input's strides: only dense
 //          k and v are taken, q is dense already).
 // Forward and backward are routed apart (either may be ours with the other stock), and
-// deterministic mode sends the backward to stock (dQ is summed by atomic adds).
+// deterministic mode sends the backward to stock.
 // Causal masks are each op's own: top-left for cuDNN (SDPA's convention), bottom-right for
 // flash (FlashAttention's). Dropout, an attention bias, a debug mask and unusual layouts go
 // to stock, and so does anything invalid, untouched, so users see stock's errors.
@@ -126,8 +126,12 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
     return dn;
   };
   if (call.cum_seq) return stock("packed sequences (cum_seq_q / cum_seq_k)");
-  if (at::globalContext().deterministicAlgorithms())
-    return stock("deterministic algorithms: flyops sums dQ by atomic adds");
+  // The core's deterministic mode (dQ's adds in turns) gave differing gradients run to run
+  // through torch in session run 10, though its own self-test agreed: stock until explained.
+  // _attention_backward_force(3), a test hook, runs that mode.
+  const bool ordered = attention_bwd_forced() == 3;
+  if (at::globalContext().deterministicAlgorithms() && !ordered)
+    return stock("deterministic algorithms: flyops' ordered dQ sums are not yet shown deterministic");
   const AttnCall fwd{call.flash, call.q, call.k, call.v, call.has_bias, true, call.dropout_p, call.causal, false,
                      call.scale};
   AttnParams& p = dn.params.fwd;
@@ -152,6 +156,7 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
   p.lse = const_cast<float*>(lse.data_ptr<float>());
   p.lse_stride_b = lse.stride(0), p.lse_stride_h = lse.stride(1);
   AttnBwdParams& bp = dn.params;
+  bp.deterministic = ordered;
   bp.dout = view_of(go);
   bp.dq = AttnTensor{kFreshOutput, q.stride(0), q.stride(1), q.stride(2)};
   bp.dk = AttnTensor{kFreshOutput, call.k->stride(0), call.k->stride(1), call.k->stride(2)};

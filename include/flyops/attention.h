@@ -67,21 +67,26 @@ const char* attention_kernel_name(const AttnParams& p);
 // with P = exp(scale Q K^T - LSE) recomputed from the stored log-sum-exp. Head dims 64 and
 // 128 (256 goes to stock: two head-dim accumulators do not fit a thread's registers).
 // fwd.o is read (the forward's output), fwd.lse read (required). dQ accumulates in fp32 in
-// the workspace by atomic adds, so the bits may differ run to run: deterministic mode goes
-// to stock (the binding's rule).
+// the workspace by bulk reductions from every key block, in any order. `deterministic` makes
+// the key blocks take turns per query block (ascending) so that the sums are the same run to
+// run. UNPROVEN: the self-test's repeated runs agreed bit for bit, but gradients through
+// torch differed run to run in 3 of 4 cases (session run 10); the binding does not use it.
 struct AttnBwdParams {
   AttnParams fwd;  // shapes, q, k, v, o (read), lse (read), scale, causal, device, stream
   AttnTensor dout;
   AttnTensor dq, dk, dv;  // written (ptr is the output), dq with fwd.H heads, dk/dv with fwd.Hkv
   void* workspace = nullptr;  // attention_bwd_workspace_bytes(), 256-byte aligned
+  bool deterministic = false;
 };
 
-// fp32 dQ accumulators, the scaled log-sum-exp and Dsum, per query row padded to the block.
+// fp32 dQ accumulators, the scaled log-sum-exp and Dsum, per query row padded to the block,
+// and the deterministic mode's turn counters.
 size_t attention_bwd_workspace_bytes(const AttnParams& fwd);
 Support attention_bwd_supports(const AttnBwdParams& p, const DeviceInfo& dev);
 // attention_bwd_supports, then the measured table (src/attention/tuned_table.h).
 AttnPlan attention_bwd_choose(const AttnBwdParams& p, const DeviceInfo& dev);
-// The backward's own test hook, as attention_force (forward and backward are routed apart).
+// The backward's own test hook, as attention_force (forward and backward are routed apart);
+// 3: flyops with the ordered (deterministic) dQ, for the binding's determinism diagnostics.
 void attention_bwd_force(int mode);
 int attention_bwd_forced();
 // Three launches on fwd.stream: Dsum and the scaled log-sum-exp (and dQ's accumulators

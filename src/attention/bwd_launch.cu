@@ -37,17 +37,22 @@ void map_shapes(const AttnBwdParams& p, tile::TmaShape (&s)[6]) {
   s[5] = shape_of(p.dv, f.B, f.Hkv, f.Lk, f.D, attention::kStoreRows);
 }
 
+// The deterministic mode's counters: one per dQ chunk (64 query rows x 64 columns).
+int64_t turn_counters(const AttnParams& f) { return padded_rows(f) / kBM * (f.D / 64); }
+
 struct Workspace {
   float* dq_acc;
   float* lse2;
   float* dsum;
+  int* turn;
   int64_t rows;
 };
 
 Workspace carve(const AttnBwdParams& p) {
   const int64_t rows = padded_rows(p.fwd);
   float* base = static_cast<float*>(p.workspace);
-  return Workspace{base, base + rows * p.fwd.D, base + rows * p.fwd.D + rows, rows};
+  float* dsum = base + rows * p.fwd.D + rows;
+  return Workspace{base, base + rows * p.fwd.D, dsum, reinterpret_cast<int*>(dsum + rows), rows};
 }
 
 template <typename Cfg, typename T>
@@ -67,6 +72,8 @@ Status launch(const AttnBwdParams& p, const CUtensorMap (&m)[6]) {
   const int Lq_pad = static_cast<int>(ws.rows / (f.B * f.H));
   if (cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(ws.rows) * f.D * 4, stream) != cudaSuccess)
     return Status::kCudaError;
+  if (p.deterministic && cudaMemsetAsync(ws.turn, 0, static_cast<size_t>(turn_counters(f)) * 4, stream) != cudaSuccess)
+    return Status::kCudaError;
 
   attention::BwdPrepArgs pa;
   pa.o = f.o.ptr, pa.dout = p.dout.ptr;
@@ -83,6 +90,7 @@ Status launch(const AttnBwdParams& p, const CUtensorMap (&m)[6]) {
   a.scale_log2 = f.scale * 1.4426950408889634f, a.scale = f.scale;
   a.causal = f.causal, a.offset = static_cast<int>(f.causal_offset);
   a.lse2 = ws.lse2, a.dsum = ws.dsum, a.dq_acc = ws.dq_acc;
+  a.dq_turn = p.deterministic ? ws.turn : nullptr;
   const dim3 grid(static_cast<unsigned>((f.Lk + Cfg::kBN - 1) / Cfg::kBN), static_cast<unsigned>(f.Hkv),
                   static_cast<unsigned>(f.B));
   kernel<<<grid, attention::kThreads, Cfg::kSmemBytes, stream>>>(m[0], m[1], m[2], m[3], m[4], m[5], a);
@@ -107,7 +115,8 @@ bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr
 }  // namespace
 
 size_t attention_bwd_workspace_bytes(const AttnParams& f) {
-  return static_cast<size_t>(padded_rows(f)) * static_cast<size_t>(f.D + 2) * 4;
+  return (static_cast<size_t>(padded_rows(f)) * static_cast<size_t>(f.D + 2) + static_cast<size_t>(turn_counters(f))) *
+         4;
 }
 
 Support attention_bwd_supports(const AttnBwdParams& p, const DeviceInfo& dev) {
@@ -148,9 +157,9 @@ Status attention_bwd_run(const AttnBwdParams& p) {
 
 const char* attention_bwd_kernel_name(const AttnBwdParams& p) {
   thread_local char name[80];
-  std::snprintf(name, sizeof(name), "flyops_attention_bwd<%s,d%lld%s>",
+  std::snprintf(name, sizeof(name), "flyops_attention_bwd<%s,d%lld%s%s>",
                 p.fwd.dtype == DType::kBFloat16 ? "bf16" : "fp16", static_cast<long long>(p.fwd.D),
-                p.fwd.causal ? ",causal" : "");
+                p.fwd.causal ? ",causal" : "", p.deterministic ? ",deterministic" : "");
   return name;
 }
 

@@ -53,6 +53,9 @@ struct BwdArgs {
   // in the fragment order of the warpgroup that adds it (dq_chunk_offset), so that its
   // staging writes are conflict-free and one bulk reduction adds it.
   float* dq_acc;
+  // Deterministic mode: one counter per chunk (cleared before the launch); the adder with
+  // turn t (key block j: t = j, or 2 j + warpgroup when both warpgroups add) waits for t.
+  int* dq_turn;  // null: the adds go in any order
 };
 
 // The steps of a CTA: every query head of the group, each over the query blocks in range.

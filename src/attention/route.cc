@@ -28,7 +28,7 @@ AttnPlan attention_bwd_choose(const AttnBwdParams& p, const DeviceInfo& dev) {
   if (force == 2) return AttnPlan{false, "forced to stock (_attention_backward_force)"};
   const Support s = attention_bwd_supports(p, dev);
   if (!s.ok) return AttnPlan{false, s.reason};
-  if (force == 1 || attention::bwd_measured_faster(p)) return AttnPlan{true, ""};
+  if (force == 1 || force == 3 || attention::bwd_measured_faster(p)) return AttnPlan{true, ""};
   return AttnPlan{false, "stock measured faster on this shape class (attention/tuned_table.h)"};
 }
 

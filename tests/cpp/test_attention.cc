@@ -131,10 +131,11 @@ TEST(AttentionBackwardSupports, ShapesAndReasons) {
   EXPECT_FALSE(attention_bwd_supports(bwd_params(8, 8, 10, 10, 64), fake_device_info(8, 0, 108)).ok);
 }
 
-// fp32 dQ partials plus two row vectors per query row, rows padded to the 64-row block.
+// fp32 dQ partials plus two row vectors per query row, rows padded to the 64-row block, and
+// one turn counter per 64 x 64 chunk of dQ.
 TEST(AttentionBackwardSupports, Workspace) {
   const AttnParams p = params(8, 8, 100, 100, 128);
-  EXPECT_EQ(attention_bwd_workspace_bytes(p), size_t{2} * 8 * 128 * (128 + 2) * 4);
+  EXPECT_EQ(attention_bwd_workspace_bytes(p), (size_t{2} * 8 * 128 * (128 + 2) + 2 * 8 * 2 * 2) * 4);
 }
 
 TEST(AttentionBackwardRouter, StockUnlessForced) {

@@ -37,6 +37,7 @@ struct Case {
   bool blhd = false;     // q, k, v, o stored as [B, L, H, D] (the transposed view)
   bool want_lse = true;
   bool bwd = true;       // also the backward (head dims 64, 128; from this forward's O and LSE)
+  bool det = false;      // the backward in deterministic mode, run twice: dQ's bits must agree
 };
 
 std::mt19937_64 g_rng;
@@ -100,6 +101,7 @@ bool check_backward(const Case& c, const AttnParams& p, const std::vector<uint16
   bp.dk = layout(ddk, c.Hkv, c.Lk, c.D, c.blhd);
   bp.dv = layout(ddv, c.Hkv, c.Lk, c.D, c.blhd);
   bp.workspace = ws;
+  bp.deterministic = c.det;
   bool ok = true;
   const Support sup = attention_bwd_supports(bp, device_info(0));
   if (!sup.ok) {
@@ -113,6 +115,15 @@ bool check_backward(const Case& c, const AttnParams& p, const std::vector<uint16
     CHECK_CUDA(cudaDeviceSynchronize());
     std::vector<uint16_t> gq(nq), gk(nk), gv(nk);
     CHECK_CUDA(cudaMemcpy(gq.data(), ddq, nq * 2, cudaMemcpyDeviceToHost));
+    bool same_bits = true;
+    if (c.det) {  // again, from a poisoned dQ: the same bits
+      CHECK_CUDA(cudaMemset(ddq, 0xff, nq * 2));
+      if (attention_bwd_run(bp) != Status::kSuccess) same_bits = false;
+      CHECK_CUDA(cudaDeviceSynchronize());
+      std::vector<uint16_t> again(nq);
+      CHECK_CUDA(cudaMemcpy(again.data(), ddq, nq * 2, cudaMemcpyDeviceToHost));
+      same_bits = same_bits && again == gq;
+    }
     CHECK_CUDA(cudaMemcpy(gk.data(), ddk, nk * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(gv.data(), ddv, nk * 2, cudaMemcpyDeviceToHost));
     const int64_t g = c.H / c.Hkv;
@@ -149,10 +160,11 @@ bool check_backward(const Case& c, const AttnParams& p, const std::vector<uint16
     // own rounding: a bound of a few units of the dtype's roundoff of the largest gradient.
     const double u = c.fp16 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
     auto within = [&](const Err& e) { return !e.unwritten && e.worst <= 8 * u * std::max(e.maxref, 1e-3); };
-    ok = within(eq) && within(ek) && within(ev);
-    std::printf("%-6s %s backward  dq %.3g / %.3g  dk %.3g / %.3g  dv %.3g / %.3g (err / max |ref|)%s\n",
-                ok ? "ok" : "FAILED", name, eq.worst, eq.maxref, ek.worst, ek.maxref, ev.worst, ev.maxref,
-                eq.unwritten || ek.unwritten || ev.unwritten ? "  UNWRITTEN/NaN" : "");
+    ok = within(eq) && within(ek) && within(ev) && same_bits;
+    std::printf("%-6s %s backward%s  dq %.3g / %.3g  dk %.3g / %.3g  dv %.3g / %.3g (err / max |ref|)%s%s\n",
+                ok ? "ok" : "FAILED", name, c.det ? " deterministic" : "", eq.worst, eq.maxref, ek.worst, ek.maxref,
+                ev.worst, ev.maxref, eq.unwritten || ek.unwritten || ev.unwritten ? "  UNWRITTEN/NaN" : "",
+                same_bits ? "" : "  BITS DIFFER RUN TO RUN");
   }
   cudaFree(ddo);
   cudaFree(ddq);
@@ -306,6 +318,7 @@ void time_shapes() {
         void* ws = nullptr;
         if (D != 256) CHECK_CUDA(cudaMalloc(&ws, attention_bwd_workspace_bytes(p)));
         bp.workspace = ws;
+        bp.deterministic = std::getenv("FLYOPS_TIME_DETERMINISTIC") != nullptr;
         const double flop = 4.0 * B * H * L * L * D / (causal ? 2 : 1);
         auto median_ms = [&](auto&& call) {
           std::vector<float> ms;
@@ -361,6 +374,7 @@ int main(int argc, char** argv) {
     for (int64_t D : {64, 128, 256}) {
       run({1, 2, 1, 113, 203, D, false, 2, true});
       run({1, 2, 2, 257, 130, D, true, 0});
+      if (D != 256) run({1, 2, 2, 200, 300, D, false, 1, false, true, true, true});  // deterministic turns
     }
     std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
     return g_fail == 0 ? 0 : 1;
@@ -374,6 +388,10 @@ int main(int argc, char** argv) {
     run({1, 8, 2, 200, 333, D, false, 1, true});           // grouped heads, [B, L, H, D] views
     run({2, 4, 1, 129, 129, D, true, 2});                  // multi-query, fp16
     run({1, 2, 2, 65, 1000, D, true, 0, false, false});    // fp16, no log-sum-exp
+    if (D != 256) {                                         // deterministic backward: causal, GQA, Lq > Lk
+      run({1, 4, 2, 700, 520, D, false, 2, false, true, true, true});
+      run({2, 2, 2, 300, 300, D, false, 0, true, true, true, true});
+    }
   }
   if (!sanitize) {
     run({1, 2, 2, 1024, 1024, 128, false, 1});

@@ -305,10 +305,11 @@ def test_backward_outputs_match_stock(ours, flash, blhd, causal):
 @pytest.mark.parametrize("case,reason", [
     ("deterministic", "deterministic algorithms"),
     ("d256", "backward head dim not 64 or 128"),
+    ("dropout", "dropout"),
 ])
 def test_backward_unsupported_goes_to_stock(ours, case, reason):
     q, k, v = qkv(1, 4, 4, 100, 100, 256 if case == "d256" else 128, torch.bfloat16, grad=True)
-    out = F.scaled_dot_product_attention(q, k, v)
+    out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5 if case == "dropout" else 0.0)
     flyops.reset_stats()
     prev = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(case == "deterministic", warn_only=True)

@@ -25,11 +25,18 @@ FLYOPS_DEVICE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Two adjacent fp32 values added to global memory in one reduction (sm_90 vector red),
-// relaxed at GPU scope: for partial sums whose order does not matter.
-FLYOPS_DEVICE void red_add_v2(float* addr, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(addr), "f"(a), "f"(b) : "memory");
+// A flag in global memory read with acquire and written with release at GPU scope: the
+// hand-off between CTAs that take turns (what the releasing CTA wrote before is visible to
+// the acquiring one after).
+FLYOPS_DEVICE int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
+FLYOPS_DEVICE void st_release_gpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 #endif
 
 }  // namespace flyops::tile
