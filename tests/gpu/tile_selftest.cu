@@ -1,4 +1,5 @@
-// GPU unit tests of the tile layer's TMA, ring and wgmma pieces: each a tiny kernel whose
+// GPU unit tests of the tile layer's TMA, ring, wgmma, bulk-reduction, named-barrier and
+// acquire/release pieces: each a tiny kernel whose
 // result is checked against what the CPU computes from the same inputs. Exit code 0 when
 // all pass. Runs on sm_90a (scripts/gpu-check); small enough for compute-sanitizer.
 #include <cuda.h>
@@ -15,6 +16,7 @@
 
 #include "flyops/device.h"
 #include "flyops/gemm.h"
+#include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/launch.h"
 #include "flyops/tile/layout.h"
@@ -686,6 +688,98 @@ void test_cluster_handoff() {
   cudaFree(ds);
 }
 
+// ---- bulk reduction: shared fp32 added into global by TMA, twice in two groups ----
+__global__ void bulk_reduce_kernel(float* dst, int n) {
+  __shared__ __align__(128) float buf[4096];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = static_cast<float>(i % 97) - 48.f;
+  fence_proxy_async();  // the stores, visible to the async proxy
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    bulk_reduce_add_s2g(dst, buf, n * 4);
+    tma_store_commit();
+    bulk_reduce_add_s2g(dst, buf, n * 4);
+    tma_store_commit();
+    tma_store_drain();
+  }
+}
+
+void test_bulk_reduce() {
+  const int n = 4096;
+  std::vector<float> init(n);
+  for (int i = 0; i < n; ++i) init[i] = static_cast<float>(i) * 0.25f;
+  float* g;
+  CHECK_CUDA(cudaMalloc(&g, n * 4));
+  CHECK_CUDA(cudaMemcpy(g, init.data(), n * 4, cudaMemcpyHostToDevice));
+  bulk_reduce_kernel<<<1, 256>>>(g, n);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(n);
+  CHECK_CUDA(cudaMemcpy(got.data(), g, n * 4, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int i = 0; i < n; ++i) ok &= got[i] == init[i] + 2.f * (static_cast<float>(i % 97) - 48.f);  // exact
+  report("bulk reduce-add fp32 shared -> global", ok);
+  cudaFree(g);
+}
+
+// ---- named barrier: warpgroups 1 and 2 exchange through shared memory on barrier 1 while
+// warpgroup 0 takes no part ----
+__global__ void named_barrier_kernel(int* out) {
+  __shared__ int slot[256];
+  const int wg = threadIdx.x / 128, t = threadIdx.x - 128;
+  if (wg == 0) return;
+  for (int round = 0; round < 4; ++round) {
+    slot[t] = round * 1000 + t;
+    named_barrier_sync(1, 256);
+    const int peer = (t + 128) % 256;
+    if (slot[peer] != round * 1000 + peer) atomicAdd(out, 1);
+    named_barrier_sync(1, 256);
+  }
+}
+
+void test_named_barrier() {
+  int* bad;
+  CHECK_CUDA(cudaMalloc(&bad, 4));
+  CHECK_CUDA(cudaMemset(bad, 0, 4));
+  named_barrier_kernel<<<1, 384>>>(bad);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  int got = -1;
+  CHECK_CUDA(cudaMemcpy(&got, bad, 4, cudaMemcpyDeviceToHost));
+  report("named barrier between two of three warpgroups", got == 0);
+  cudaFree(bad);
+}
+
+// ---- turns between CTAs: each waits (acquire) for its index, appends, releases the next ----
+__global__ void turns_kernel(int* counter, int* order, int* data) {
+  if (threadIdx.x != 0) return;
+  const int me = static_cast<int>(blockIdx.x);
+  while (ld_acquire_gpu(counter) != me) {
+  }
+  // The previous CTA's plain write is visible after the acquire: running sum in order.
+  data[me + 1] = data[me] + me;
+  order[me] = me;
+  st_release_gpu(counter, me + 1);
+}
+
+void test_turns() {
+  const int ctas = 64;  // all resident at once
+  int *counter, *order, *data;
+  CHECK_CUDA(cudaMalloc(&counter, 4));
+  CHECK_CUDA(cudaMalloc(&order, ctas * 4));
+  CHECK_CUDA(cudaMalloc(&data, (ctas + 1) * 4));
+  CHECK_CUDA(cudaMemset(counter, 0, 4));
+  CHECK_CUDA(cudaMemset(order, 0xff, ctas * 4));
+  CHECK_CUDA(cudaMemset(data, 0, (ctas + 1) * 4));
+  turns_kernel<<<ctas, 32>>>(counter, order, data);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<int> got(ctas + 1);
+  CHECK_CUDA(cudaMemcpy(got.data(), data, (ctas + 1) * 4, cudaMemcpyDeviceToHost));
+  int final_count = 0;
+  CHECK_CUDA(cudaMemcpy(&final_count, counter, 4, cudaMemcpyDeviceToHost));
+  report("acquire/release turns across 64 CTAs", final_count == ctas && got[ctas] == ctas * (ctas - 1) / 2);
+  cudaFree(counter);
+  cudaFree(order);
+  cudaFree(data);
+}
+
 int main() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -698,6 +792,9 @@ int main() {
   test_warp_scans();
   test_warp_totals();
   test_cluster_handoff();
+  test_named_barrier();
+  test_bulk_reduce();
+  test_turns();
   test_dependent_launch();
   test_tma_load(false);
   test_tma_load(true);
