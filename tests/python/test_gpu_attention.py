@@ -93,17 +93,21 @@ def counted(op="attention"):
     return s["flyops"], s["stock"]
 
 
-def grads_and_refs(q, k, v, go, causal, gqa):
-    """SDPA's gradients as routed now, stock's (flyops disabled) and float64's."""
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
-    mine = torch.autograd.grad(out, (q, k, v), go)
+def stock_and_reference_grads(q, k, v, go, causal, gqa):
+    """SDPA's gradients with flyops disabled, and float64's (top-left causal)."""
     with flyops.disabled():
         out_s = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
         theirs = torch.autograd.grad(out_s, (q, k, v), go)
     q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
     ref_out, _ = reference(q64, k64, v64, causal, 0)
-    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
-    return mine, theirs, refs
+    return theirs, torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+
+
+def grads_and_refs(q, k, v, go, causal, gqa):
+    """SDPA's gradients as routed now, stock's (flyops disabled) and float64's."""
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    mine = torch.autograd.grad(out, (q, k, v), go)
+    return (mine,) + stock_and_reference_grads(q, k, v, go, causal, gqa)
 
 
 def cudnn_op(q, k, v, causal, lse=False):
@@ -344,12 +348,7 @@ def test_backward_cuda_graph(ours):
             q.copy_(torch.randn_like(q))
         g.replay()
         torch.cuda.synchronize()
-        with flyops.disabled():
-            out_s = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            theirs = torch.autograd.grad(out_s, (q, k, v), go)
-        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-        ref_out, _ = reference(q64, k64, v64, True, 0)
-        refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+        theirs, refs = stock_and_reference_grads(q, k, v, go, True, True)
         for name, a, b, r in zip("qkv", grads, theirs, refs):
             check(a, b, r, torch.bfloat16, f"replayed d{name}")
 
