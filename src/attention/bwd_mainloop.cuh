@@ -14,7 +14,8 @@
 #include "flyops/tile/wgmma.h"
 #include "flyops/tile/wgmma_ops.h"
 #include "mainloop.cuh"  // kmajor_desc, value_desc, load_block, release
-#include "softmax.cuh"   // fast_exp2, to_operand
+#include "bwd_softmax.cuh"
+#include "softmax.cuh"   // to_operand
 
 namespace flyops::attention {
 
@@ -41,22 +42,6 @@ struct BwdSmem {
   FLYOPS_DEVICE float* dsum(int s) const { return lse(s) + Cfg::kBM; }
 };
 
-struct BwdArgs {
-  int Lq, Lk, Lq_pad;  // Lq_pad: Lq rounded up to the query block (the workspace's rows)
-  int H, group;
-  float scale_log2, scale;
-  bool causal;
-  int offset;
-  const float* lse2;  // [B H, Lq_pad]: log2-domain log-sum-exp, +inf past Lq
-  const float* dsum;  // [B H, Lq_pad]: dO . O, 0 past Lq
-  // fp32 partial sums of dS K: per (b h, query block, 64-column half) a chunk of 64 x 64
-  // in the fragment order of the warpgroup that adds it (dq_chunk_offset), so that its
-  // staging writes are conflict-free and one bulk reduction adds it.
-  float* dq_acc;
-  // Deterministic mode: one counter per chunk (cleared before the launch); the adder with
-  // turn t (key block j: t = j, or 2 j + warpgroup when both warpgroups add) waits for t.
-  int* dq_turn;  // null: the adds go in any order
-};
 
 // The steps of a CTA: every query head of the group, each over the query blocks in range.
 // Within a dQ chunk: the value of accumulator register i (= 2 pair + x) of warpgroup thread
@@ -138,7 +123,7 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
                                uint64_t* kv_bar, tile::Ring<Cfg::kStages>& ring, const BwdArgs& a,
                                const BwdSteps& steps, int kv0, int wg, int hk, int b) {
   constexpr int kBM = Cfg::kBM;
-  const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32, t = lane % 4;
+  const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
   const int key = kv0 + 64 * wg + 16 * w + lane / 4;  // this thread's first key (h = 0; h = 1 is + 8)
   const uint32_t ds_rows = static_cast<uint32_t>((64 * wg + 16 * w) * 128);  // the warp's rows of dS^T
   const uint32_t ds_lane0 = tile::box_lane_addr(tile::smem_addr(sm.ds(0)) + ds_rows);
@@ -181,30 +166,11 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     const float* dsum = sm.dsum(st.stage);
     tile::wgmma_wait<1>();  // S^T has landed; dP^T may still run
     tile::fence_operands(s);
-    // P^T = exp2(scale_log2 S^T - LSE2[query]), 0 where the key is masked for the query.
-#pragma unroll
-    for (int j = 0; j < kBM / 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2*>(lse + 8 * j + 2 * t);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float& v = s[4 * j + i];
-        v = fast_exp2(__fmaf_rn(v, a.scale_log2, -(i % 2 ? l2.y : l2.x)));
-        if (masked) {
-          const int kk = key + 8 * (i / 2), qq = q0 + 8 * j + 2 * t + i % 2;
-          if (kk >= a.Lk || (a.causal && kk > qq + a.offset)) v = 0.f;
-        }
-      }
-    }
+    probabilities_t<kBM>(s, lse, a, key, q0, masked);
     to_operand<T, kBM>(s, p);
     tile::wgmma_wait<0>();
     tile::fence_operands(dp);
-    // dS^T = P^T o (dP^T - Dsum[query]).
-#pragma unroll
-    for (int j = 0; j < kBM / 8; ++j) {
-      const float2 d2 = *reinterpret_cast<const float2*>(dsum + 8 * j + 2 * t);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) dp[4 * j + i] = s[4 * j + i] * (dp[4 * j + i] - (i % 2 ? d2.y : d2.x));
-    }
+    score_grads_t<kBM>(dp, s, dsum);
     to_operand<T, kBM>(dp, ds);
     const int buf = step % 2;
     tile::stmatrix_box_16x64(ds_lane0 + buf * Cfg::kDSBytes, [&](int c, int hh) { return ds[c / 2][2 * (c % 2) + hh]; });

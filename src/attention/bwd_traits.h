@@ -46,6 +46,24 @@ struct BwdConfig {
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 };
 
+// What the backward kernel needs besides its tensor maps.
+struct BwdArgs {
+  int Lq, Lk, Lq_pad;  // Lq_pad: Lq rounded up to the query block (the workspace's rows)
+  int H, group;
+  float scale_log2, scale;
+  bool causal;
+  int offset;
+  const float* lse2;  // [B H, Lq_pad]: log2-domain log-sum-exp, +inf past Lq
+  const float* dsum;  // [B H, Lq_pad]: dO . O, 0 past Lq
+  // fp32 partial sums of dS K: per (b h, query block, 64-column half) a chunk of 64 x 64
+  // in the fragment order of the warpgroup that adds it (dq_chunk_offset), so that its
+  // staging writes are conflict-free and one bulk reduction adds it.
+  float* dq_acc;
+  // Deterministic mode: one counter per chunk (cleared before the launch); the adder with
+  // turn t (key block j: t = j, or 2 j + warpgroup when both warpgroups add) waits for t.
+  int* dq_turn;  // null: the adds go in any order
+};
+
 // The query blocks a key block sees: [begin, end) (causal: the first that holds a query at or
 // past the diagonal of the block's first key).
 struct QueryRange {
