@@ -1,15 +1,20 @@
-// GPU self-test of the attention forward through the core API (no torch), against the
-// float64 reference: every head dim, bf16 and fp16, causal top-left and bottom-right,
+// GPU self-test of the attention forward and backward through the core API (no torch),
+// against the float64 reference: every head dim, bf16 and fp16, causal top-left and bottom-right,
 // grouped and multi-query heads, lengths of 1 and not multiples of the blocks, [B, L, H, D]
 // layouts (transposed views), outputs and log-sum-exp poisoned with NaN beforehand. Inputs
 // are random normal, fresh each run unless --seed. The bound is the rounding the kernel
 // must do (P and O rounded to the dtype, fp32 sums), a few units of the dtype's roundoff of
-// the largest output; the Python tests apply the 2x-stock rule on top.
+// the largest output; the Python tests apply the 2x-stock rule on top. The backward (head
+// dims 64 and 128) runs from each case's forward output and log-sum-exp, its gradients
+// poisoned too; deterministic cases run it twice and compare dQ's bits.
 //
 // usage: flyops_attention_selftest [--sanitize | --race] [--seed S] [--time]
-//   --race: six cases (every head dim, odd lengths, both causal forms) for racecheck
-//   --time: also times the kernel alone (median of CUDA events, L2 flushed) on the issue's
-//           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal)
+//   --race: nine cases (every head dim, odd lengths, both causal forms, a deterministic
+//           backward) for racecheck
+//   --time: also times the kernels alone (median of CUDA events, L2 flushed) on the issue's
+//           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
+//           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
+//           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ
 #include <cuda_runtime.h>
 
 #include "check_cuda.h"
