@@ -9,8 +9,8 @@
 // poisoned too; deterministic cases run it twice and compare dQ's bits.
 //
 // usage: flyops_attention_selftest [--sanitize | --race] [--seed S] [--time]
-//   --race: nine cases (every head dim, odd lengths, both causal forms, a deterministic
-//           backward) for racecheck
+//   --race: eight forward cases (every head dim, odd lengths, both causal forms) and their
+//           backward (one deterministic per head dim) for racecheck
 //   --time: also times the kernels alone (median of CUDA events, L2 flushed) on the issue's
 //           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
 //           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
