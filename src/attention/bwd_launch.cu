@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "bwd_kernel.cuh"
-#include "common/per_device.h"
+#include "common/smem_opt_in.h"
 #include "flyops/attention.h"
 #include "maps.h"
 
@@ -59,15 +59,8 @@ template <typename Cfg, typename T>
 Status launch(const AttnBwdParams& p, const CUtensorMap (&m)[6]) {
   const AttnParams& f = p.fwd;
   const cudaStream_t stream = static_cast<cudaStream_t>(f.stream);
-  auto* kernel = &flyops_attention_bwd<Cfg, T>;
-  struct Tag {};  // one per specialization: the shared-memory opt-in once per device
-  const int ok = per_device_once<Tag, 0>(f.device, [&] {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess)
-      return 1;
-    cudaGetLastError();
-    return 0;
-  });
-  if (!ok) return Status::kCudaError;
+  constexpr auto kernel = &flyops_attention_bwd<Cfg, T>;
+  if (!smem_opt_in<kernel, Cfg::kSmemBytes>(f.device)) return Status::kCudaError;
   const Workspace ws = carve(p);
   const int Lq_pad = static_cast<int>(ws.rows / (f.B * f.H));
   if (cudaMemsetAsync(ws.dq_acc, 0, static_cast<size_t>(ws.rows) * f.D * 4, stream) != cudaSuccess)

@@ -13,7 +13,7 @@
 #include "flyops/tile/tma.h"
 #include "flyops/tile/wgmma.h"
 #include "flyops/tile/wgmma_ops.h"
-#include "mainloop.cuh"  // kmajor_desc, value_desc, load_block, release
+#include "mainloop.cuh"  // kmajor_desc, value_desc, load_block
 #include "bwd_softmax.cuh"
 #include "softmax.cuh"   // to_operand
 

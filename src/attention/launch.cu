@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/per_device.h"
+#include "common/smem_opt_in.h"
 #include "flyops/attention.h"
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
@@ -37,15 +37,8 @@ void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
 template <typename Cfg, typename T>
 Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
               const CUtensorMap& mo) {
-  auto* kernel = &flyops_attention_fwd<Cfg, T>;
-  struct Tag {};  // one per specialization: the shared-memory opt-in once per device
-  const int ok = per_device_once<Tag, 0>(p.device, [&] {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes) == cudaSuccess)
-      return 1;
-    cudaGetLastError();
-    return 0;
-  });
-  if (!ok) return Status::kCudaError;
+  constexpr auto kernel = &flyops_attention_fwd<Cfg, T>;
+  if (!smem_opt_in<kernel, Cfg::kSmemBytes>(p.device)) return Status::kCudaError;
   attention::Args a;
   a.Lq = static_cast<int>(p.Lq);
   a.Lk = static_cast<int>(p.Lk);

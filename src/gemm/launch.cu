@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/per_device.h"
+#include "common/smem_opt_in.h"
 #include "flyops/gemm.h"
 #include "flyops/tile/launch.h"
 #include "flyops/tile/tma.h"
@@ -194,16 +195,9 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
 // template parameters; clusters of `parts` CTAs along K.
 template <typename T, bool kWK, bool kXK, int kMP>
 Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorMap& mx, int parts) {
-  auto* kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
+  constexpr auto kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
   constexpr int kSmem = gemm::DecodeConfig<kMP>::kSmemBytes;
-  struct Tag {};  // one per specialization: the shared-memory opt-in once per instantiation and device
-  const int ok = per_device_once<Tag, 0>(p.device, [&] {
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess)
-      return 1;
-    cudaGetLastError();
-    return 0;
-  });
-  if (!ok) return Status::kCudaError;
+  if (!smem_opt_in<kernel, kSmem>(p.device)) return Status::kCudaError;
   const bool use_d = p.beta != 0.f && p.d != nullptr;
   const gemm::DecodeArgs<T> args{p.M, p.N, p.K,
                                  gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,

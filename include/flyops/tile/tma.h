@@ -257,6 +257,9 @@ FLYOPS_DEVICE void tma_store_drain() { asm volatile("cp.async.bulk.wait_group 0;
 
 // Make this thread's shared-memory writes visible to the async proxy (TMA, wgmma).
 FLYOPS_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// The same between the async proxy's global writes (bulk stores, reductions) and this
+// thread's later generic accesses (a flag that hands the result on).
+FLYOPS_DEVICE void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
 FLYOPS_DEVICE void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
