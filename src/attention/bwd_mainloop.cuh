@@ -148,8 +148,18 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     if (tid == 0) {
       const int64_t chunk =
           ((static_cast<int64_t>(b) * a.H + h) * (a.Lq_pad / kBM) + q0 / kBM) * Cfg::kDQHalves + dq_col0 / 64;
+      // Ordered mode: this adder's turn (key block j; 2 j + warpgroup where both add).
+      const int turn = Cfg::kDQSplitN ? kv0 / Cfg::kBN : 2 * (kv0 / Cfg::kBN) + wg;
+      if (a.dq_turn != nullptr)
+        while (tile::ld_acquire_gpu(a.dq_turn + chunk) != turn) {
+        }
       tile::bulk_reduce_add_s2g(a.dq_acc + chunk * 4096, stage, Cfg::kDQBytes);
       tile::tma_store_commit();
+      if (a.dq_turn != nullptr) {
+        tile::tma_store_drain();  // this add performed before the next adder's starts
+        tile::fence_proxy_async_global();
+        tile::st_release_gpu(a.dq_turn + chunk, turn + 1);
+      }
     }
   };
   if (steps.count > 0) tile::mbarrier_wait(kv_bar, 0);
