@@ -28,23 +28,25 @@ UNIT = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 LENGTHS = [(1, 1), (1, 1024), (113, 203), (128, 128), (1023, 1024), (2048, 2048)]
 
 
+def force(forward, backward):
+    """The forward's and the backward's test hooks: 0 router, 1 flyops, 2 stock."""
+    torch.ops.flyops._attention_force(forward)
+    torch.ops.flyops._attention_backward_force(backward)
+
+
 @pytest.fixture(autouse=True)
 def _router_decides():
-    torch.ops.flyops._attention_force(0)
-    torch.ops.flyops._attention_backward_force(0)
+    force(0, 0)
     yield
-    torch.ops.flyops._attention_force(0)
-    torch.ops.flyops._attention_backward_force(0)
+    force(0, 0)
     torch.cuda.empty_cache()
 
 
 @pytest.fixture
 def ours():
-    torch.ops.flyops._attention_force(1)
-    torch.ops.flyops._attention_backward_force(1)
+    force(1, 1)
     yield
-    torch.ops.flyops._attention_force(0)
-    torch.ops.flyops._attention_backward_force(0)
+    force(0, 0)
 
 
 def poison_cache():
@@ -230,8 +232,10 @@ def test_gradients_mixed_routes(pairing, dtype, causal, D, ratio, L):
     """Forward and backward routed apart: our forward's outputs into stock's backward, and
     stock's into ours (head dim 256: our backward does not take it, stock's runs). The
     gradients obey the error rule against float64, like stock's own forward + backward."""
-    torch.ops.flyops._attention_force(1 if pairing == "fwd_ours" else 2)
-    torch.ops.flyops._attention_backward_force(2 if pairing == "fwd_ours" else 1)
+    if pairing == "fwd_ours":
+        force(1, 2)
+    else:
+        force(2, 1)
     Lq, Lk = L
     q, k, v = qkv(2, 8, 8 // ratio, Lq, Lk, D, dtype, grad=True)
     go = torch.randn(2, 8, Lq, D, device="cuda", dtype=dtype)
@@ -282,7 +286,7 @@ def test_backward_outputs_match_stock(ours, flash, blhd, causal):
     through autograd as SDPA reaches it): the three gradients have stock's sizes, strides and
     dtype, and obey the error rule (flash: bottom-right causal on Lq != Lk, every query row
     seeing a key)."""
-    torch.ops.flyops._attention_force(2)
+    force(2, 1)
     q, k, v = qkv(2, 4, 4, 100, 130, 128, torch.bfloat16, blhd=blhd, grad=True)
     go = torch.randn(2, 4, 100, 128, device="cuda", dtype=torch.bfloat16)
 

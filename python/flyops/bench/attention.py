@@ -115,8 +115,11 @@ def case(timer, pass_, D, L, causal):
     stock_ms, ours_ms, forced_ms, fa2_ms = common.alternating(timer, contexts, fn)
     side[0] = 1  # the router's
     routed = common.routed("attention_backward" if pass_ == "bwd" else "attention", fn)  # this pass's own call
-    routed_bwd = {"fwdbwd": lambda: common.routed("attention_backward", fn), "bwd": lambda: routed}.get(
-        pass_, lambda: None)()
+    routed_bwd = None
+    if pass_ == "bwd":
+        routed_bwd = routed
+    elif pass_ == "fwdbwd":
+        routed_bwd = common.routed("attention_backward", fn)
     err, stock_err = errors(q.detach(), k.detach(), v.detach(), causal)
     f = flops(B, H, L, D, causal, pass_)
     return {
