@@ -18,10 +18,16 @@ using attention::BwdConfig;
 
 Support fail(const char* r) { return Support{false, r}; }
 
-constexpr int kBM = BwdConfig<128>::kBM;
-static_assert(BwdConfig<64>::kBM == kBM && BwdConfig<64>::kBN == BwdConfig<128>::kBN, "one block shape");
+static_assert(BwdConfig<64>::kBN == BwdConfig<128>::kBN, "one key block");
 
-int64_t padded_rows(const AttnParams& f) { return f.B * f.H * ((f.Lq + kBM - 1) / kBM * kBM); }
+// Query rows per step of the head dim's config.
+int64_t step_rows(const AttnParams& f) { return f.D == 64 ? BwdConfig<64>::kBM : BwdConfig<128>::kBM; }
+
+// Query rows padded to the step (the row vectors are loaded a step at a time).
+int64_t padded_rows(const AttnParams& f) {
+  const int64_t bm = step_rows(f);
+  return f.B * f.H * ((f.Lq + bm - 1) / bm * bm);
+}
 
 // The six maps of the main kernel: q and dO by query blocks, k and v by key blocks, dK and dV
 // by a warp's 16 rows.
@@ -29,16 +35,17 @@ void map_shapes(const AttnBwdParams& p, tile::TmaShape (&s)[6]) {
   using attention::shape_of;
   const AttnParams& f = p.fwd;
   const uint32_t kv_rows = BwdConfig<128>::kBN;
-  s[0] = shape_of(f.q, f.B, f.H, f.Lq, f.D, kBM);
+  const uint32_t q_rows = static_cast<uint32_t>(step_rows(f));
+  s[0] = shape_of(f.q, f.B, f.H, f.Lq, f.D, q_rows);
   s[1] = shape_of(f.k, f.B, f.Hkv, f.Lk, f.D, kv_rows);
   s[2] = shape_of(f.v, f.B, f.Hkv, f.Lk, f.D, kv_rows);
-  s[3] = shape_of(p.dout, f.B, f.H, f.Lq, f.D, kBM);
+  s[3] = shape_of(p.dout, f.B, f.H, f.Lq, f.D, q_rows);
   s[4] = shape_of(p.dk, f.B, f.Hkv, f.Lk, f.D, attention::kStoreRows);
   s[5] = shape_of(p.dv, f.B, f.Hkv, f.Lk, f.D, attention::kStoreRows);
 }
 
 // The deterministic mode's counters: one per dQ chunk (64 query rows x 64 columns).
-int64_t turn_counters(const AttnParams& f) { return padded_rows(f) / kBM * (f.D / 64); }
+int64_t turn_counters(const AttnParams& f) { return padded_rows(f) / 64 * (f.D / 64); }
 
 struct Workspace {
   float* dq_acc;

@@ -78,15 +78,15 @@ FLYOPS_DEVICE void bwd_produce(const CUtensorMap* map_q, const CUtensorMap* map_
   }
 }
 
-// C[64 x 64] = A B^T over the head dim for this warpgroup's 64 keys: A (K or V) and B (Q or
+// C[64 x kBM] = A B^T over the head dim for this warpgroup's 64 keys: A (K or V) and B (Q or
 // dO) both K-major (issued and committed, not waited for).
 template <typename Cfg, typename T>
-FLYOPS_DEVICE void issue_keys_by_queries(float (&c)[32], const unsigned char* keys, const unsigned char* queries,
-                                         int wg) {
+FLYOPS_DEVICE void issue_keys_by_queries(float (&c)[Cfg::kBM / 2], const unsigned char* keys,
+                                         const unsigned char* queries, int wg) {
 #pragma unroll
   for (int kk = 0; kk < Cfg::kD / 16; ++kk)
-    tile::wgmma_m64k16<T, 64>(c, kmajor_desc<Cfg::kBN>(keys, 64 * wg, kk), kmajor_desc<Cfg::kBM>(queries, 0, kk),
-                              kk > 0);
+    tile::wgmma_m64k16<T, Cfg::kBM>(c, kmajor_desc<Cfg::kBN>(keys, 64 * wg, kk),
+                                    kmajor_desc<Cfg::kBM>(queries, 0, kk), kk > 0);
   tile::wgmma_commit();
 }
 
@@ -100,17 +100,19 @@ FLYOPS_DEVICE void issue_accumulate(float (&acc)[Cfg::kD / 2], const uint32_t (&
     tile::wgmma_m64k16_rs<T, Cfg::kD, 1>(acc, x[kk], value_desc<Cfg::kBM>(y, kk), true);
 }
 
-// This warpgroup's share of dQ = dS K (64 queries x 64 head-dim columns): A is dS^T staged
-// as 128-byte rows per key (MN-major), B is K (MN-major along the head dim).
+// This warpgroup's share of dQ = dS K for the step's queries 64 mq .. (64 queries x 64
+// head-dim columns): A is dS^T staged as 128-byte rows per key (MN-major), one block of kBN
+// rows per 64 queries; B is K (MN-major along the head dim).
 template <typename Cfg, typename T>
-FLYOPS_DEVICE void issue_dq(float (&dq)[32], const unsigned char* ds, const unsigned char* keys, int wg) {
+FLYOPS_DEVICE void issue_dq(float (&dq)[32], const unsigned char* ds, const unsigned char* keys, int wg, int mq) {
   constexpr int kSteps = Cfg::kDQSplitN ? Cfg::kBN / 16 : 64 / 16;
   const int key0 = Cfg::kDQSplitN ? 0 : 64 * wg;
   const unsigned char* kspan = keys + (Cfg::kDQSplitN ? wg * Cfg::kBN * 128 : 0);
+  const unsigned char* block = ds + mq * Cfg::kBN * 128;
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     const uint64_t a = tile::wgmma_desc_mnmajor<tile::Swizzle::k128B>(
-        tile::smem_addr(ds) + static_cast<uint32_t>((key0 + 16 * kk) * 128), Cfg::kDSBytes);
+        tile::smem_addr(block) + static_cast<uint32_t>((key0 + 16 * kk) * 128), Cfg::kDSBytes);
     tile::wgmma_m64k16<T, 64, 1, 1>(dq, a, value_desc<Cfg::kBN>(kspan, key0 / 16 + kk), kk > 0);
   }
   tile::wgmma_commit();
@@ -132,10 +134,10 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
   const int bar_id = Cfg::kDQSplitN ? 1 : 1 + wg, bar_threads = Cfg::kDQSplitN ? 256 : 128;
   const int tid = threadIdx.x % 128;
   tile::RingState<Cfg::kStages> st;
-  float s[32], dp[32], dq[32];
+  float s[kBM / 2], dp[kBM / 2], dq[32];
   uint32_t p[kBM / 16][4], ds[kBM / 16][4];
-  // dQ's share of (head h, query block q0): staged in buffer buf (once the bulk reduction
-  // that last read it is done), then one thread adds it to its chunk of the partials.
+  // dQ's share of (head h, the 64 queries from q0): staged in buffer buf (once the bulk
+  // reduction that last read it is done), then one thread adds it to its chunk of the partials.
   auto add_dq = [&](int h, int q0, int buf) {
     float* stage = sm.dq(wg, buf);
     if (tid == 0) tile::tma_store_wait<Cfg::kDQBuffers - 1>();
@@ -147,7 +149,7 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     tile::named_barrier_sync(3 + wg, 128);
     if (tid == 0) {
       const int64_t chunk =
-          ((static_cast<int64_t>(b) * a.H + h) * (a.Lq_pad / kBM) + q0 / kBM) * Cfg::kDQHalves + dq_col0 / 64;
+          ((static_cast<int64_t>(b) * a.H + h) * (a.Lq_pad / 64) + q0 / 64) * Cfg::kDQHalves + dq_col0 / 64;
       // Ordered mode: this adder's turn (key block j; 2 j + warpgroup where both add).
       const int turn = Cfg::kDQSplitN ? kv0 / Cfg::kBN : 2 * (kv0 / Cfg::kBN) + wg;
       if (a.dq_turn != nullptr)
@@ -177,20 +179,25 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     tile::wgmma_wait<1>();  // S^T has landed; dP^T may still run
     tile::fence_operands(s);
     probabilities_t<kBM>(s, lse, a, key, q0, masked);
-    to_operand<T, kBM>(s, p);
+    // P^T packed while dP^T runs where the registers allow it (kBM = 64), else after dS^T.
+    if constexpr (kBM == 64) to_operand<T, kBM>(s, p);
     tile::wgmma_wait<0>();
     tile::fence_operands(dp);
     score_grads_t<kBM>(dp, s, dsum);
+    if constexpr (kBM != 64) to_operand<T, kBM>(s, p);
     to_operand<T, kBM>(dp, ds);
     const int buf = step % 2;
-    tile::stmatrix_box_16x64(ds_lane0 + buf * Cfg::kDSBytes, [&](int c, int hh) { return ds[c / 2][2 * (c % 2) + hh]; });
+#pragma unroll
+    for (int qb = 0; qb < Cfg::kQHalves; ++qb)
+      tile::stmatrix_box_16x64(ds_lane0 + buf * Cfg::kDSBytes + qb * Cfg::kBN * 128,
+                               [&](int c, int hh) { return ds[4 * qb + c / 2][2 * (c % 2) + hh]; });
     tile::wgmma_fence();
     issue_accumulate<Cfg, T>(dv, p, sm.dout(st.stage));
     issue_accumulate<Cfg, T>(dk, ds, sm.q(st.stage));
     tile::wgmma_commit();
     tile::fence_proxy_async();  // dS^T's stores, visible to the wgmma that reads them
     tile::named_barrier_sync(bar_id, bar_threads);
-    issue_dq<Cfg, T>(dq, sm.ds(buf), sm.k(), wg);
+    issue_dq<Cfg, T>(dq, sm.ds(buf), sm.k(), wg, 0);
     tile::wgmma_wait<0>();
     tile::fence_operands(dv);
     tile::fence_operands(dk);
@@ -199,6 +206,14 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     for (auto& r : ds) tile::fence_operands(r);
     ring.consumer_release(st);  // by every thread: its generic loads of the row vectors come first
     add_dq(h, q0, buf);
+#pragma unroll
+    for (int mq = 1; mq < Cfg::kQHalves; ++mq) {  // the step's further 64-query tiles of dQ
+      tile::wgmma_fence();
+      issue_dq<Cfg, T>(dq, sm.ds(buf), sm.k(), wg, mq);
+      tile::wgmma_wait<0>();
+      tile::fence_operands(dq);
+      add_dq(h, q0 + 64 * mq, buf);
+    }
   }
   if (threadIdx.x % 128 == 0) tile::tma_store_drain();  // the last reductions, done before exit
 }

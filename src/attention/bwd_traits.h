@@ -23,14 +23,17 @@ template <int kD_>
 struct BwdConfig {
   static constexpr int kD = kD_;
   static constexpr int kBN = 128;  // key/value rows per CTA
-  static constexpr int kBM = 64;   // query rows per step
+  // Query rows per step: 128 at D = 64 (half the steps, so half the per-step waits and
+  // barriers; the registers allow it there), 64 at D = 128.
+  static constexpr int kBM = kD == 64 ? 128 : 64;
+  static constexpr int kQHalves = kBM / 64;  // m64 tiles of dQ per step
   static constexpr int kStages = kD == 128 ? 3 : 2;  // a third stage: 0.96-0.98x time at D = 128, 1.01-1.03x at 64
   static constexpr int kSpans = kD / kSpanElems;
   static constexpr uint32_t kKVBytes = kBN * kD * 2;
   static constexpr uint32_t kQBytes = kBM * kD * 2;  // a Q or dO block
   static constexpr uint32_t kRowsBytes = kBM * 4;    // a block's scaled log-sum-exp or Dsum
   static constexpr uint32_t kStageTx = 2 * kQBytes + 2 * kRowsBytes;
-  static constexpr uint32_t kDSBytes = kBN * kBM * 2;  // dS^T: 128 rows of 128 bytes
+  static constexpr uint32_t kDSBytes = kBN * kBM * 2;  // dS^T: kBM / 64 blocks of 128 rows of 128 bytes
   // dQ = dS K per warpgroup, N = 64: at kD = 128 warpgroup w takes head-dim columns 64 w ..
   // over all 128 keys (the two halves of dS^T met at a barrier); at kD = 64 each takes all
   // columns over its own 64 keys (no barrier, two partial sums per element).
@@ -38,7 +41,7 @@ struct BwdConfig {
   // A warpgroup's share of dQ (64 x 64 fp32) is staged in shared memory, two buffers per
   // warpgroup, and added to the fp32 partials by one bulk reduction (whole lines, by TMA).
   static constexpr uint32_t kDQBytes = 64 * 64 * 4;
-  static constexpr int kDQBuffers = kD == 128 ? 1 : 2;  // per warpgroup (D = 128: the third stage's room)
+  static constexpr int kDQBuffers = 1;  // per warpgroup (D = 128: the third stage's room; D = 64: 128-query steps')
   static constexpr int kDQHalves = kD / 64;  // partial chunks per query block
   static constexpr int kSmemBytes =
       2 * kKVBytes + kStages * (2 * kQBytes + 2 * kRowsBytes) + 2 * kDSBytes + 2 * kDQBuffers * kDQBytes + 1024;
