@@ -1,12 +1,12 @@
 // The attention backward kernel's compile-time shapes. A CTA owns kBN = 128 key/value rows
 // of one (batch, key/value head): two consumer warpgroups of 64 rows each hold dK and dV for
-// their rows in registers and walk every query block of kBM = 64 rows (of every query head
-// of the group) that sees them. A producer warpgroup loads K and V once, then streams Q and
+// their rows in registers and walk every query block of kBM rows (of every query head of
+// the group) that sees them: 64 at D = 128, 128 at D = 64 (half the steps and their waits). A producer warpgroup loads K and V once, then streams Q and
 // dO blocks with their rows' log-sum-exp and Dsum through one ring.
 //
 // The products per query block, in the key-major form (FlashAttention-3's swapped S), so that
 // P^T and dS^T come out of the accumulators already shaped as the A operands of dV and dK:
-//   S^T = K Q^T, dP^T = V dO^T (SS, m64 x 64 per warpgroup), dV += P^T dO, dK += dS^T Q (RS),
+//   S^T = K Q^T, dP^T = V dO^T (SS, m64 x kBM per warpgroup), dV += P^T dO, dK += dS^T Q (RS),
 //   dQ = dS K (SS from dS^T staged in shared memory, MN-major A), added to fp32 partials.
 #pragma once
 
