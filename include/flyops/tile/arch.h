@@ -24,6 +24,10 @@ FLYOPS_DEVICE int warp_id() { return static_cast<int>(threadIdx.x) / kWarpSize; 
 FLYOPS_DEVICE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrive on barrier `id` without waiting (the other side of a named_barrier_sync: a signal).
+FLYOPS_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // A flag in global memory read with acquire and written with release at GPU scope: the
 // hand-off between CTAs that take turns (what the releasing CTA wrote before is visible to
