@@ -11,8 +11,8 @@
 //          q's dtype.
 //   backward (both ops): grad_q/k/v as empty_like(q/k/v) (the input's strides: only dense
 //          k and v are taken, q is dense already).
-// Forward and backward are routed apart (either may be ours with the other stock), and
-// deterministic mode sends the backward to stock.
+// Forward and backward are routed apart (either may be ours with the other stock); in
+// deterministic mode the backward's dQ is summed in a fixed order.
 // Causal masks are each op's own: top-left for cuDNN (SDPA's convention), bottom-right for
 // flash (FlashAttention's). Dropout, an attention bias, a debug mask and unusual layouts go
 // to stock, and so does anything invalid, untouched, so users see stock's errors.
@@ -106,6 +106,7 @@ const char* attention_params(const AttnCall& call, AttnParams& p) {
   p.scale = static_cast<float>(scale);
   p.causal = call.causal;
   p.causal_offset = call.causal && call.flash ? Lk - Lq : 0;
+  p.stock = call.flash ? AttnStock::kFlash2 : AttnStock::kCudnn;
   p.device = q.get_device();
   return nullptr;
 }
@@ -126,12 +127,9 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
     return dn;
   };
   if (call.cum_seq) return stock("packed sequences (cum_seq_q / cum_seq_k)");
-  // The core's deterministic mode (dQ's adds in turns) is not yet measured on the H200:
-  // stock until it is shown deterministic.
-  // _attention_backward_force(3), a test hook, runs that mode.
-  const bool ordered = attention_bwd_forced() == 3;
-  if (at::globalContext().deterministicAlgorithms() && !ordered)
-    return stock("deterministic algorithms: flyops' ordered dQ sums are not yet shown deterministic");
+  // Deterministic mode takes the core's ordered dQ (the adds of each chunk in turns, the
+  // same bits run to run); _attention_backward_force(3), a test hook, takes it always.
+  const bool ordered = at::globalContext().deterministicAlgorithms() || attention_bwd_forced() == 3;
   const AttnCall fwd{call.flash, call.q, call.k, call.v, call.has_bias, true, call.dropout_p, call.causal, false,
                      call.scale};
   AttnParams& p = dn.params.fwd;

@@ -23,6 +23,12 @@ struct AttnTensor {
   int64_t stride_b = 0, stride_h = 0, stride_l = 0;  // elements; the head dim has unit stride
 };
 
+// The stock kernel a call would run if flyops did not take it: the router's tables are per
+// alternative. cuDNN's for the cuDNN op (SDPA's default on the H200), FlashAttention-2's for
+// the flash op (SDPA's flash backend: chosen by the user, or by deterministic mode, in which
+// SDPA does not pick cuDNN).
+enum class AttnStock { kCudnn, kFlash2 };
+
 struct AttnParams {
   int64_t B = 0, H = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0;
   DType dtype = DType::kBFloat16;
@@ -33,6 +39,7 @@ struct AttnParams {
   float scale = 0.f;  // > 0
   bool causal = false;
   int64_t causal_offset = 0;
+  AttnStock stock = AttnStock::kCudnn;  // routing only: the kernel never reads it
   int device = 0;
   Stream stream = nullptr;
 };
@@ -69,8 +76,8 @@ const char* attention_kernel_name(const AttnParams& p);
 // fwd.o is read (the forward's output), fwd.lse read (required). dQ accumulates in fp32 in
 // the workspace by bulk reductions from every key block, in any order. `deterministic` makes
 // the key blocks take turns per query block (ascending) so that the sums are the same run to
-// run. Not yet run on the H200 (session run 10 ran a build without the turns); the binding
-// does not use it.
+// run (bit for bit on the H200: scripts/attention-determinism.py); the binding sets it in
+// deterministic mode.
 struct AttnBwdParams {
   AttnParams fwd;  // shapes, q, k, v, o (read), lse (read), scale, causal, device, stream
   AttnTensor dout;

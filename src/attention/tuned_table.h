@@ -18,13 +18,31 @@
 
 namespace flyops::attention {
 
+// Against FlashAttention-2 (the flash op, p.stock == kFlash2): the bench's fa2 columns
+// (run 9 of the sixteenth session, bench/results/h200/attention.json), flyops forced against
+// FA2 over the whole set (bf16, head dim 64 / 128 / 256, L 512-16384, B x L = 16384, causal
+// and not, H == Hkv): forward 1.13-2.61x (the least at D = 64, L <= 1024), inference
+// 1.15-2.57x, backward (64 / 128) 1.31-1.75x, forward + backward 1.30-1.76x. Shapes off that set are FA2's until measured.
+inline bool flash2_class(const AttnParams& p) {
+  return p.dtype == DType::kBFloat16 && p.Lq >= 512 && p.Lk == p.Lq && p.H == p.Hkv;
+}
+
 inline bool measured_faster(const AttnParams& p) {
+  if (p.stock == AttnStock::kFlash2) return flash2_class(p);
   return p.lse == nullptr && p.causal && p.dtype == DType::kBFloat16 && (p.D == 128 || p.D == 256) &&
          p.Lq >= 4096 && p.Lk == p.Lq && p.H == p.Hkv;
 }
 
-// The backward (v0, not yet measured against stock on the H200): stock everywhere until a
-// run says otherwise.
-inline bool bwd_measured_faster(const AttnBwdParams&) { return false; }
+// The backward against cuDNN's: slower everywhere measured (0.76-0.94x in run 9; D = 64
+// 0.87-0.95x faster since), so stock. Against FA2's, the class above. In deterministic mode
+// (where SDPA calls the flash op pair and FA2's backward repeats bit for bit too) with the
+// ordered dQ, a training step (our forward, our backward) against stock's, B x L = 16384,
+// bf16 (scripts/attention-flash-probe.py, seventeenth session run 3): D = 128 1.22-1.78x (L
+// 1024-8192, causal and not), D = 64 causal 1.10-1.36x, D = 64 non-causal 0.91-1.13x (two
+// adders a chunk per key block, each waiting for the last: stock there).
+inline bool bwd_measured_faster(const AttnBwdParams& p) {
+  if (p.fwd.stock != AttnStock::kFlash2 || !flash2_class(p.fwd)) return false;
+  return !p.deterministic || (p.fwd.Lq >= 1024 && (p.fwd.D == 128 || p.fwd.causal));
+}
 
 }  // namespace flyops::attention

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "attention/bwd_traits.h"
 #include "attention/traits.h"
@@ -69,6 +70,28 @@ TEST(AttentionRouter, ForcedAndTable) {
   attention_force(2);
   EXPECT_FALSE(attention_choose(p, kH200).flyops);
   attention_force(0);
+}
+
+// Calls whose stock kernel is FlashAttention-2's (the flash op) take flyops on the measured
+// set (bf16, self-attention, equal heads, L >= 512), training or not, causal or not.
+TEST(AttentionRouter, AgainstFlash2) {
+  AttnParams p = params(16, 16, 4096, 4096, 64);
+  p.stock = AttnStock::kFlash2;
+  EXPECT_TRUE(attention_choose(p, kH200).flyops);  // non-causal D = 64: stock's (cuDNN's) above
+  static float lse_stand_in;
+  p.lse = &lse_stand_in;
+  EXPECT_TRUE(attention_choose(p, kH200).flyops);
+  AttnParams off = p;
+  off.Hkv = 4;
+  EXPECT_FALSE(attention_choose(off, kH200).flyops);  // off the measured set
+  off = p;
+  off.Lq = off.Lk = 256;
+  EXPECT_FALSE(attention_choose(off, kH200).flyops);
+  off = p;
+  off.dtype = DType::kFloat16;
+  EXPECT_FALSE(attention_choose(off, kH200).flyops);
+  p.stock = AttnStock::kCudnn;
+  EXPECT_FALSE(attention_choose(p, kH200).flyops);
 }
 
 // Key blocks: all of them without a mask; causal top-left stops at the block holding the
@@ -152,8 +175,64 @@ TEST(AttentionBackwardRouter, StockUnlessForced) {
   attention_bwd_force(0);
 }
 
+// Against FlashAttention-2's backward, flyops on the measured set; the ordered dQ on its own.
+TEST(AttentionBackwardRouter, AgainstFlash2) {
+  AttnBwdParams p = bwd_params(16, 16, 4096, 4096, 128);
+  p.fwd.stock = AttnStock::kFlash2;
+  EXPECT_TRUE(attention_bwd_choose(p, kH200).flyops);
+  p.fwd.causal = true;
+  EXPECT_TRUE(attention_bwd_choose(p, kH200).flyops);
+  AttnBwdParams off = p;
+  off.fwd.Hkv = 8;
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
+  off = p;
+  off.deterministic = true;  // the ordered dQ: measured faster at D = 128, and causal at 64
+  EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
+  off = bwd_params(16, 16, 4096, 4096, 64);
+  off.fwd.stock = AttnStock::kFlash2;
+  off.deterministic = true;
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
+  off.fwd.causal = true;
+  EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
+  off.fwd.Lq = off.fwd.Lk = 512;
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
+  off = bwd_params(16, 16, 4096, 4096, 256);
+  off.fwd.stock = AttnStock::kFlash2;
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);  // not supported
+}
+
 // Query blocks a key block sees: all without a mask; causal top-left starts at the block
 // holding the diagonal of the key block's first key; bottom-right shifts by the offset.
+// Deterministic turns: over every chunk, the CTAs whose query range holds it take the turns
+// 0, 1, .. exactly once each, in launch order (a CTA waits only for CTAs launched before it),
+// and those launched later reach the chunk no earlier (the walk's step at which each adds).
+TEST(AttentionDeterministicTurns, EveryChunkInLaunchOrder) {
+  using attention::QueryRange;
+  struct Shape { int Lq, Lk, bm; bool causal; int offset; };
+  const Shape shapes[] = {{1000, 1000, 64, true, 0},  {1000, 1000, 128, true, 0}, {700, 520, 64, true, 0},
+                          {520, 700, 128, true, 180}, {700, 520, 64, true, -180}, {300, 1100, 64, false, 0},
+                          {129, 1, 128, true, 0},     {1, 1000, 64, true, 999},   {777, 777, 128, false, 0}};
+  for (const Shape& sh : shapes) {
+    const int bn = 128, key_blocks = (sh.Lk + bn - 1) / bn, q_blocks = (sh.Lq + sh.bm - 1) / sh.bm;
+    for (int qb = 0; qb < q_blocks; ++qb) {
+      std::vector<int> turns;
+      int last_step = -1;
+      for (int cta = 0; cta < key_blocks; ++cta) {
+        const int kb = attention::key_block_of(cta, key_blocks, true, sh.causal);
+        const QueryRange r = QueryRange::of(kb * bn, sh.bm, sh.Lq, sh.causal, sh.offset);
+        if (qb < r.begin || qb >= r.end) continue;
+        turns.push_back(attention::dq_turn_of(kb, qb, key_blocks, sh.bm, bn, sh.causal, sh.offset));
+        if (sh.causal) {
+          EXPECT_GE(qb - r.begin, last_step) << "a later CTA reaches the chunk first";
+          last_step = qb - r.begin;
+        }
+      }
+      for (size_t t = 0; t < turns.size(); ++t)
+        ASSERT_EQ(turns[t], static_cast<int>(t)) << "Lq " << sh.Lq << " Lk " << sh.Lk << " qb " << qb;
+    }
+  }
+}
+
 TEST(AttentionQueryRange, CausalBounds) {
   using attention::QueryRange;
   EXPECT_EQ(QueryRange::of(0, 64, 1000, false, 0).begin, 0);

@@ -7,8 +7,9 @@ Passes: `fwd` (inputs require grad, as in training: the log-sum-exp is computed)
 backward timed with the graph retained), `fwdbwd` (forward and backward through torch.autograd.grad; forced,
 both are flyops', and head dim 256's backward, which flyops does not take, stays stock's).
 Each case times stock, the router (`flyops_ms`: what a user gets), flyops' kernels forced
-past the router (`forced_ms`, the data behind src/attention/tuned_table.h) and FA2,
-alternating.
+past the router (`forced_ms`, the data behind src/attention/tuned_table.h), FA2 (`fa2_ms`)
+and the router under SDPA's flash backend (`flash_routed_ms`: the flash op's calls, whose
+stock kernel is FA2), alternating.
 FLOPs: 4 B H L^2 D forward (halved when causal), 2.5x that backward.
 """
 
@@ -47,6 +48,14 @@ def fa2():
         yield
 
 
+@contextlib.contextmanager
+def flash_routed():
+    """SDPA's flash backend with flyops on: what a user who picks it (or deterministic mode,
+    where SDPA does not pick cuDNN) gets; its calls reach the router as the flash op's."""
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        yield
+
+
 def shapes(quick=False):
     dims = (128,) if quick else (64, 128, 256)
     lengths = (1024, 4096, 16384) if quick else LENGTHS
@@ -80,7 +89,7 @@ def case(timer, pass_, D, L, causal):
     q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=DTYPE, requires_grad=grad) for _ in range(3))
     go = torch.randn(B, H, L, D, device="cuda", dtype=DTYPE)
     contexts = [lambda: flyops.disabled("attention", "attention_backward"), contextlib.nullcontext, lambda: forced(1),
-                fa2]
+                fa2, flash_routed]
     side = [0]
     if pass_ == "bwd":
         # Each side's backward node comes from its own forward (FA2's saves another op's state).
@@ -112,7 +121,7 @@ def case(timer, pass_, D, L, causal):
         def fn():
             with torch.no_grad():
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    stock_ms, ours_ms, forced_ms, fa2_ms = common.alternating(timer, contexts, fn)
+    stock_ms, ours_ms, forced_ms, fa2_ms, flash_ms = common.alternating(timer, contexts, fn)
     side[0] = 1  # the router's
     routed = common.routed("attention_backward" if pass_ == "bwd" else "attention", fn)  # this pass's own call
     routed_bwd = None
@@ -133,6 +142,8 @@ def case(timer, pass_, D, L, causal):
         "speedup": round(stock_ms / ours_ms, 3),
         "forced_speedup": round(stock_ms / forced_ms, 3),
         "speedup_vs_fa2": round(fa2_ms / ours_ms, 3),
+        "flash_routed_ms": round(flash_ms, 5),
+        "flash_routed_vs_fa2": round(fa2_ms / flash_ms, 3),
         "routed": routed,
         "routed_backward": routed_bwd,
         "kernel": torch.ops.flyops._route_attention(q, k, v, False, causal, grad),
@@ -147,9 +158,10 @@ def case(timer, pass_, D, L, causal):
 
 def run(timer, quick=False):
     result = common.header("attention", timer)
-    result["method"] += ("; four sides alternate: stock's default backend (flyops disabled), the router, flyops "
+    result["method"] += ("; five sides alternate: stock's default backend (flyops disabled), the router, flyops "
                          "forced past the router (forced_ms: forward and backward), stock's FlashAttention-2 backend "
-                         "(fa2_ms); errors on 64 sampled query rows of one head against float64")
+                         "(fa2_ms), the router under that backend (flash_routed_ms); errors on 64 sampled query "
+                         "rows of one head against float64")
     for pass_ in PASSES:
         for D, L, causal in shapes(quick):
             c = case(timer, pass_, D, L, causal)
@@ -170,13 +182,15 @@ def summarize(result):
         "by_pass": {p: {"speedup": round(common.geomean([c["speedup"] for c in cs]), 3),
                         "forced_speedup": round(common.geomean([c["forced_speedup"] for c in cs]), 3),
                         "forced_vs_fa2": round(common.geomean([c["fa2_ms"] / c["forced_ms"] for c in cs]), 3),
-                        "speedup_vs_fa2": round(common.geomean([c["speedup_vs_fa2"] for c in cs]), 3)}
+                        "speedup_vs_fa2": round(common.geomean([c["speedup_vs_fa2"] for c in cs]), 3),
+                        "flash_routed_vs_fa2": round(common.geomean([c["flash_routed_vs_fa2"] for c in cs]), 3)}
                     for p, cs in by.items() if cs},
         "tflops_d128_long_full": {c["params"]["L"]: c["flyops_tflops"] for c in by.get("fwd", [])
                                   if c["params"]["D"] == 128 and not c["params"]["causal"] and c["params"]["L"] >= 4096},
         "routed_to_flyops": sum(c["routed"] == "flyops" for c in cases),
         "cases": len(cases),
         "cases_below_1x": [c["name"] for c in cases if c["speedup"] < 1.0],
+        "flash_routed_below_1x": [c["name"] for c in cases if c["flash_routed_vs_fa2"] < 1.0],
         "error_outliers": [c["name"] for c in cases if c["max_rel_err"] > 2 * c["stock_max_rel_err"] + 2.0 ** -8],
     }
 
@@ -187,9 +201,10 @@ def summary(result):
              f"({s['routed_to_flyops']} routed to flyops)"]
     for p, d in s["by_pass"].items():
         lines.append(f"  {p}: router {d['speedup']}x, forced {d['forced_speedup']}x over stock; "
-                     f"vs FA2 {d['speedup_vs_fa2']}x (forced {d['forced_vs_fa2']}x)")
+                     f"vs FA2 {d['speedup_vs_fa2']}x (forced {d['forced_vs_fa2']}x); flash backend through the "
+                     f"router vs FA2 {d['flash_routed_vs_fa2']}x")
     lines.append(f"  fwd TFLOP/s at D=128, full, L >= 4096: {s['tflops_d128_long_full']}")
-    lines.append(f"  below 1x: {s['cases_below_1x']}")
+    lines.append(f"  below 1x: {s['cases_below_1x']}; flash backend below FA2: {s['flash_routed_below_1x']}")
     lines.append(f"  errors above 2x stock's: {s['error_outliers']}")
     return "\n".join(lines)
 
