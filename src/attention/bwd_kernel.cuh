@@ -100,7 +100,8 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   const uint32_t raw = tile::smem_addr(smem_raw);
   const BwdSmem<Cfg> sm{smem_raw + ((1024u - (raw & 1023u)) & 1023u)};
   const int hk = blockIdx.y, b = blockIdx.z;
-  const int kv0 = static_cast<int>(blockIdx.x) * Cfg::kBN;
+  const int kv0 =
+      key_block_of(blockIdx.x, gridDim.x, args.dq_turn != nullptr, args.causal) * Cfg::kBN;
   BwdSteps steps{QueryRange::of(kv0, Cfg::kBM, args.Lq, args.causal, args.offset), 0};
   steps.count = steps.blocks() * args.group;
   const int wg = threadIdx.x / 128;

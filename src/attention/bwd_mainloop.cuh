@@ -150,11 +150,14 @@ FLYOPS_DEVICE void bwd_consume(float (&dk)[Cfg::kD / 2], float (&dv)[Cfg::kD / 2
     if (tid == 0) {
       const int64_t chunk =
           ((static_cast<int64_t>(b) * a.H + h) * (a.Lq_pad / 64) + q0 / 64) * Cfg::kDQHalves + dq_col0 / 64;
-      // Ordered mode: this adder's turn (key block j; 2 j + warpgroup where both add).
-      const int turn = Cfg::kDQSplitN ? kv0 / Cfg::kBN : 2 * (kv0 / Cfg::kBN) + wg;
-      if (a.dq_turn != nullptr)
+      // Ordered mode: this adder's turn (dq_turn_of; 2 t + warpgroup where both add).
+      int turn = 0;
+      if (a.dq_turn != nullptr) {
+        const int t = dq_turn_of(kv0 / Cfg::kBN, q0 / kBM, gridDim.x, kBM, Cfg::kBN, a.causal, a.offset);
+        turn = Cfg::kDQSplitN ? t : 2 * t + wg;
         while (tile::ld_acquire_gpu(a.dq_turn + chunk) != turn) {
         }
+      }
       tile::bulk_reduce_add_s2g(a.dq_acc + chunk * 4096, stage, Cfg::kDQBytes);
       tile::tma_store_commit();
       if (a.dq_turn != nullptr) {

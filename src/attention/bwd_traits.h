@@ -63,7 +63,7 @@ struct BwdArgs {
   // staging writes are conflict-free and one bulk reduction adds it.
   float* dq_acc;
   // Deterministic mode: one counter per chunk (cleared before the launch); the adder with
-  // turn t (key block j: t = j, or 2 j + warpgroup when both warpgroups add) waits for t.
+  // turn t (dq_turn_of: t, or 2 t + warpgroup when both warpgroups add) waits for t.
   int* dq_turn;  // null: the adds go in any order
 };
 
@@ -78,5 +78,23 @@ struct QueryRange {
     return QueryRange{begin < end ? begin : end, end};
   }
 };
+
+// Deterministic mode: which key block a CTA takes, and its place among the adders of a dQ
+// chunk of query block qb. A CTA waits only for CTAs launched before it (so it never waits on
+// one that is not yet resident). Non-causal, every key block adds to every chunk, in key
+// order. Causal, the key blocks launch last-first: a key block starts at its diagonal's query
+// block and walks up, so the later key blocks reach each chunk first, and in that order they
+// take their turns (in key order they would wait on each other at every chunk: measured 2.5x
+// the unordered time). The adders of chunk qb are the key blocks kb <= last(qb).
+FLYOPS_HD int key_block_of(int cta, int key_blocks, bool deterministic, bool causal) {
+  return deterministic && causal ? key_blocks - 1 - cta : cta;
+}
+FLYOPS_HD int dq_turn_of(int kb, int qb, int key_blocks, int bm, int bn, bool causal, int offset) {
+  if (!causal) return kb;
+  const int reach = (qb + 1) * bm + offset;  // the block's last row sees the keys below reach
+  int last = (reach + bn - 1) / bn - 1;
+  if (last > key_blocks - 1) last = key_blocks - 1;
+  return last - kb;
+}
 
 }  // namespace flyops::attention

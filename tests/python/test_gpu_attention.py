@@ -311,7 +311,6 @@ def test_backward_outputs_match_stock(ours, flash, blhd, causal):
 
 
 @pytest.mark.parametrize("case,reason", [
-    ("deterministic", "deterministic algorithms"),
     ("d256", "backward head dim not 64 or 128"),
     ("dropout", "dropout"),
 ])
@@ -319,15 +318,97 @@ def test_backward_unsupported_goes_to_stock(ours, case, reason):
     q, k, v = qkv(1, 4, 4, 100, 100, 256 if case == "d256" else 128, torch.bfloat16, grad=True)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5 if case == "dropout" else 0.0)
     flyops.reset_stats()
-    prev = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(case == "deterministic", warn_only=True)
-    try:
-        out.backward(torch.randn_like(out))
-    finally:
-        torch.use_deterministic_algorithms(prev)
+    out.backward(torch.randn_like(out))
     s = flyops.stats()["attention_backward"]
     assert s["flyops"] == 0 and s["stock"] == 1
     assert any(reason in r for r in s["stock_reasons"]), s["stock_reasons"]
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal,ratio,Lq,Lk", [(False, 1, 777, 777), (True, 4, 700, 520), (False, 8, 300, 1100)])
+def test_backward_deterministic(ours, D, causal, ratio, Lq, Lk):
+    """In deterministic mode the backward takes the ordered dQ: the gradients repeat bit for
+    bit over fresh runs on the same inputs (unordered, dq differs in most runs of these
+    shapes: scripts/attention-determinism.py), and they obey the error rule. The cuDNN op pair is called directly (SDPA does not pick cuDNN in this mode)."""
+    q, k, v = qkv(2, 8, 8 // ratio, Lq, Lk, D, torch.bfloat16, grad=True)
+    go = torch.randn(2, 8, Lq, D, device="cuda", dtype=torch.bfloat16)
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        flyops.reset_stats()
+        runs = []
+        for _ in range(3):
+            poison_cache()
+            out = cudnn_op(q, k, v, causal, lse=True)[0]
+            runs.append(torch.autograd.grad(out, (q, k, v), go))
+        s = flyops.stats()["attention_backward"]
+        assert s["flyops"] == 3, s
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    for i, name in enumerate("qkv"):
+        for r in runs[1:]:
+            assert torch.equal(r[i], runs[0][i]), f"d{name} differs between runs"
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref_out, _ = reference(q64, k64, v64, causal, 0)
+    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
+    with flyops.disabled():
+        out = cudnn_op(q, k, v, causal, lse=True)[0]
+        theirs = torch.autograd.grad(out, (q, k, v), go)
+    for name, a, b, r in zip("qkv", runs[0], theirs, refs):
+        check(a, b, r, torch.bfloat16, f"deterministic d{name}")
+
+
+def test_deterministic_mode_routes_to_the_ordered_dq():
+    """The router, unforced, in deterministic mode: SDPA calls the flash op pair (not cuDNN),
+    and at D = 128, L >= 1024 the backward is flyops' ordered dQ: gradients equal bit for bit
+    over runs, within the error rule against float64."""
+    q, k, v = qkv(1, 4, 4, 1024, 1024, 128, torch.bfloat16, grad=True)
+    go = torch.randn_like(q)
+    prev = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        flyops.reset_stats()
+        runs = []
+        for _ in range(2):
+            poison_cache()
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            runs.append(torch.autograd.grad(out, (q, k, v), go))
+        assert counted() == (2, 0) and counted("attention_backward") == (2, 0)
+    finally:
+        torch.use_deterministic_algorithms(prev)
+    for i, name in enumerate("qkv"):
+        assert torch.equal(runs[1][i], runs[0][i]), f"d{name} differs between runs"
+    theirs, refs = stock_and_reference_grads(q, k, v, go, True, False)
+    for name, a, b, r in zip("qkv", runs[0], theirs, refs):
+        check(a, b, r, torch.bfloat16, f"deterministic routed d{name}")
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_flash_backend_routes_to_flyops(D):
+    """The router, unforced: SDPA's flash backend (stock's FlashAttention-2) goes to flyops on
+    the measured class, forward and backward; the cuDNN default keeps the cuDNN table (training:
+    stock); off the class (grouped heads) the flash backend stays stock with the reason."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = qkv(2, 4, 4, 512, 512, D, torch.bfloat16, grad=True)
+    go = torch.randn_like(q)
+    flyops.reset_stats()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        mine = torch.autograd.grad(out, (q, k, v), go)
+    assert counted() == (1, 0) and counted("attention_backward") == (1, 0)
+    theirs, refs = stock_and_reference_grads(q, k, v, go, True, False)
+    for name, a, b, r in zip("qkv", mine, theirs, refs):
+        check(a, b, r, torch.bfloat16, f"flash-routed d{name}")
+    flyops.reset_stats()
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.autograd.grad(out, (q, k, v), go)
+    assert counted() == (0, 1) and counted("attention_backward") == (0, 1)
+    q, k, v = qkv(2, 8, 2, 512, 512, D, torch.bfloat16, grad=True)
+    flyops.reset_stats()
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert counted() == (0, 1)
+    assert any("measured" in r for r in flyops.stats()["attention"]["stock_reasons"])
 
 
 def test_backward_cuda_graph(ours):
