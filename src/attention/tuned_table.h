@@ -22,10 +22,12 @@ namespace flyops::attention {
 // (run 9 of the sixteenth session, bench/results/h200/attention.json), flyops forced against
 // FA2 over the whole set (bf16, head dim 64 / 128 / 256, L 512-16384, B x L = 16384, causal
 // and not, H == Hkv): forward 1.13-2.61x (the least at D = 64, L <= 1024), inference
-// 1.15-2.57x, backward (64 / 128) 1.31-1.75x, forward + backward 1.30-1.76x. Shapes off that set are FA2's until measured.
-inline bool flash2_class(const AttnParams& p) {
-  return p.dtype == DType::kBFloat16 && p.Lq >= 512 && p.Lk == p.Lq && p.H == p.Hkv;
-}
+// 1.15-2.57x, backward (64 / 128) 1.31-1.75x, forward + backward 1.30-1.76x; off that set
+// (scripts/attention-flash-probe.py, seventeenth session run 2, inference and training
+// step): grouped heads (4 and 8 to 1) 1.38-1.95x, fp16 1.38-2.08x, Lq != Lk (1024 / 4096 both
+// ways) 1.70-1.85x. Shorter sequences stay FA2's: 1 x 4096 0.49x, 256 x 256 at D = 64 1.00x
+// forward.
+inline bool flash2_class(const AttnParams& p) { return p.Lq >= 512 && p.Lk >= 512; }
 
 inline bool measured_faster(const AttnParams& p) {
   if (p.stock == AttnStock::kFlash2) return flash2_class(p);
@@ -39,10 +41,13 @@ inline bool measured_faster(const AttnParams& p) {
 // ordered dQ, a training step (our forward, our backward) against stock's, B x L = 16384,
 // bf16 (scripts/attention-flash-probe.py, seventeenth session run 3): D = 128 1.22-1.78x (L
 // 1024-8192, causal and not), D = 64 causal 1.10-1.36x, D = 64 non-causal 0.91-1.13x (two
-// adders a chunk per key block, each waiting for the last: stock there).
+// adders a chunk per key block, each waiting for the last: stock there). Measured on bf16
+// self-attention with equal heads only, so the ordered dQ takes only that.
 inline bool bwd_measured_faster(const AttnBwdParams& p) {
-  if (p.fwd.stock != AttnStock::kFlash2 || !flash2_class(p.fwd)) return false;
-  return !p.deterministic || (p.fwd.Lq >= 1024 && (p.fwd.D == 128 || p.fwd.causal));
+  const AttnParams& f = p.fwd;
+  if (f.stock != AttnStock::kFlash2 || !flash2_class(f)) return false;
+  return !p.deterministic || (f.dtype == DType::kBFloat16 && f.H == f.Hkv && f.Lq == f.Lk && f.Lq >= 1024 &&
+                              (f.D == 128 || f.causal));
 }
 
 }  // namespace flyops::attention

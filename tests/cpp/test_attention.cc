@@ -72,8 +72,8 @@ TEST(AttentionRouter, ForcedAndTable) {
   attention_force(0);
 }
 
-// Calls whose stock kernel is FlashAttention-2's (the flash op) take flyops on the measured
-// set (bf16, self-attention, equal heads, L >= 512), training or not, causal or not.
+// Calls whose stock kernel is FlashAttention-2's (the flash op) take flyops where both lengths
+// are 512 or more (measured: bf16 and fp16, grouped heads, Lq != Lk), training or not.
 TEST(AttentionRouter, AgainstFlash2) {
   AttnParams p = params(16, 16, 4096, 4096, 64);
   p.stock = AttnStock::kFlash2;
@@ -83,13 +83,15 @@ TEST(AttentionRouter, AgainstFlash2) {
   EXPECT_TRUE(attention_choose(p, kH200).flyops);
   AttnParams off = p;
   off.Hkv = 4;
-  EXPECT_FALSE(attention_choose(off, kH200).flyops);  // off the measured set
+  off.dtype = DType::kFloat16;
+  off.Lq = 1024;
+  EXPECT_TRUE(attention_choose(off, kH200).flyops);
   off = p;
   off.Lq = off.Lk = 256;
-  EXPECT_FALSE(attention_choose(off, kH200).flyops);
+  EXPECT_FALSE(attention_choose(off, kH200).flyops);  // short: FA2's
   off = p;
-  off.dtype = DType::kFloat16;
-  EXPECT_FALSE(attention_choose(off, kH200).flyops);
+  off.Lq = 1;
+  EXPECT_FALSE(attention_choose(off, kH200).flyops);  // decoding: FA2 measured faster
   p.stock = AttnStock::kCudnn;
   EXPECT_FALSE(attention_choose(p, kH200).flyops);
 }
@@ -184,6 +186,11 @@ TEST(AttentionBackwardRouter, AgainstFlash2) {
   EXPECT_TRUE(attention_bwd_choose(p, kH200).flyops);
   AttnBwdParams off = p;
   off.fwd.Hkv = 8;
+  EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
+  off.deterministic = true;  // the ordered dQ is measured on equal heads only
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
+  off = p;
+  off.fwd.Lq = off.fwd.Lk = 256;
   EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
   off = p;
   off.deterministic = true;  // the ordered dQ: measured faster at D = 128, and causal at 64

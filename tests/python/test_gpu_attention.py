@@ -387,7 +387,7 @@ def test_deterministic_mode_routes_to_the_ordered_dq():
 def test_flash_backend_routes_to_flyops(D):
     """The router, unforced: SDPA's flash backend (stock's FlashAttention-2) goes to flyops on
     the measured class, forward and backward; the cuDNN default keeps the cuDNN table (training:
-    stock); off the class (grouped heads) the flash backend stays stock with the reason."""
+    stock); off the class (sequences under 512) the flash backend stays stock with the reason."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k, v = qkv(2, 4, 4, 512, 512, D, torch.bfloat16, grad=True)
     go = torch.randn_like(q)
@@ -403,10 +403,10 @@ def test_flash_backend_routes_to_flyops(D):
     out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.autograd.grad(out, (q, k, v), go)
     assert counted() == (0, 1) and counted("attention_backward") == (0, 1)
-    q, k, v = qkv(2, 8, 2, 512, 512, D, torch.bfloat16, grad=True)
+    q, k, v = qkv(2, 8, 8, 256, 256, D, torch.bfloat16, grad=True)
     flyops.reset_stats()
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert counted() == (0, 1)
     assert any("measured" in r for r in flyops.stats()["attention"]["stock_reasons"])
 
