@@ -475,9 +475,12 @@ def test_attention_routing_reasons():
     lq, lk, lv = _attn(Lq=4096, Lk=4096)
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True) == "flyops_attention_fwd<bf16,d128,causal>"
     assert torch.ops.flyops._route_attention(lq, lk, lv).startswith("stock (stock measured faster")
-    # training (the log-sum-exp kept for the backward) and the flash op (always keeps it): stock
+    # training (the log-sum-exp kept for the backward) against cuDNN: stock
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True, lse=True).startswith("stock (stock measured")
-    assert torch.ops.flyops._route_attention(lq, lk, lv, True, True).startswith("stock (stock measured")
+    # the flash op (its stock kernel FA2): flyops from 512 keys and queries, stock below
+    assert torch.ops.flyops._route_attention(lq, lk, lv, True, True) == "flyops_attention_fwd<bf16,d128,causal>"
+    assert torch.ops.flyops._route_attention(lq, lk, lv, True, False) == "flyops_attention_fwd<bf16,d128>"
+    assert torch.ops.flyops._route_attention(q, k, v, True, True).startswith("stock (stock measured")
     torch.ops.flyops._attention_force(1)
     try:
         assert torch.ops.flyops._route_attention(q, k, v) == "flyops_attention_fwd<bf16,d128>"
