@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import flyops
 from flyops.bench import common
+from flyops.bench.attention import forced
 
 
 class OpNames(TorchDispatchMode):
@@ -27,17 +28,6 @@ class OpNames(TorchDispatchMode):
         if "attention" in name:
             self.names.append(name)
         return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def forced(fwd, bwd):
-    torch.ops.flyops._attention_force(fwd)
-    torch.ops.flyops._attention_backward_force(bwd)
-    try:
-        yield
-    finally:
-        torch.ops.flyops._attention_force(0)
-        torch.ops.flyops._attention_backward_force(0)
 
 
 def inputs(B, H, Hkv, Lq, Lk, D, dtype, grad=True):

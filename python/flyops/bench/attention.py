@@ -32,9 +32,11 @@ ERR_ROWS = 64
 
 
 @contextlib.contextmanager
-def forced(mode):
+def forced(mode, backward=None):
+    """The forward's and the backward's test hooks (the backward's defaults to the forward's;
+    3 is its ordered dQ), reset to the router on exit."""
     torch.ops.flyops._attention_force(mode)
-    torch.ops.flyops._attention_backward_force(mode)
+    torch.ops.flyops._attention_backward_force(mode if backward is None else backward)
     try:
         yield
     finally:
