@@ -191,7 +191,9 @@ def summarize(result):
                                   if c["params"]["D"] == 128 and not c["params"]["causal"] and c["params"]["L"] >= 4096},
         "routed_to_flyops": sum(c["routed"] == "flyops" for c in cases),
         "cases": len(cases),
-        "cases_below_1x": [c["name"] for c in cases if c["speedup"] < 1.0],
+        # routed to flyops and slower than stock (the cases the router leaves to stock time
+        # stock against itself: 0.93-1.0x between identical sides)
+        "routed_below_1x": [c["name"] for c in cases if c["routed"] == "flyops" and c["speedup"] < 1.0],
         "flash_routed_below_1x": [c["name"] for c in cases if c["flash_routed_vs_fa2"] < 1.0],
         "error_outliers": [c["name"] for c in cases if c["max_rel_err"] > 2 * c["stock_max_rel_err"] + 2.0 ** -8],
     }
@@ -206,7 +208,8 @@ def summary(result):
                      f"vs FA2 {d['speedup_vs_fa2']}x (forced {d['forced_vs_fa2']}x); flash backend through the "
                      f"router vs FA2 {d['flash_routed_vs_fa2']}x")
     lines.append(f"  fwd TFLOP/s at D=128, full, L >= 4096: {s['tflops_d128_long_full']}")
-    lines.append(f"  below 1x: {s['cases_below_1x']}; flash backend below FA2: {s['flash_routed_below_1x']}")
+    lines.append(f"  routed to flyops and below 1x: {s['routed_below_1x']}; flash backend below FA2: "
+                 f"{s['flash_routed_below_1x']}")
     lines.append(f"  errors above 2x stock's: {s['error_outliers']}")
     return "\n".join(lines)
 
