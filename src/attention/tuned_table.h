@@ -19,13 +19,14 @@
 namespace flyops::attention {
 
 // Against FlashAttention-2 (the flash op, p.stock == kFlash2): the bench's fa2 columns
-// (run 9 of the sixteenth session, bench/results/h200/attention.json), flyops forced against
+// (run 9 of the sixteenth session; run 4 of the seventeenth, bench/results/h200/attention.json,
+// the same within a few percent, with the router under the flash backend), flyops forced against
 // FA2 over the whole set (bf16, head dim 64 / 128 / 256, L 512-16384, B x L = 16384, causal
 // and not, H == Hkv): forward 1.13-2.61x (the least at D = 64, L <= 1024), inference
 // 1.15-2.57x, backward (64 / 128) 1.31-1.75x, forward + backward 1.30-1.76x; off that set
 // (scripts/attention-flash-probe.py, seventeenth session run 2, inference and training
 // step): grouped heads (4 and 8 to 1) 1.38-1.95x, fp16 1.38-2.08x, Lq != Lk (1024 / 4096 both
-// ways) 1.70-1.85x. Shorter sequences stay FA2's: 1 x 4096 0.49x, 256 x 256 at D = 64 1.00x
+// ways) 1.70-1.85x; through this class in run 6, 1.37-2.18x. Shorter sequences stay FA2's: 1 x 4096 0.49x, 256 x 256 at D = 64 1.00x
 // forward.
 inline bool flash2_class(const AttnParams& p) { return p.Lq >= 512 && p.Lk >= 512; }
 
