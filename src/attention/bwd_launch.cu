@@ -3,7 +3,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "bwd_kernel.cuh"
@@ -124,13 +123,9 @@ Support attention_bwd_supports(const AttnBwdParams& p, const DeviceInfo& dev) {
   if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
   if (f.dtype != DType::kBFloat16 && f.dtype != DType::kFloat16) return fail("dtype not bfloat16 or float16");
   if (f.D != 64 && f.D != 128) return fail("backward head dim not 64 or 128");
-  if (f.B <= 0 || f.H <= 0 || f.Hkv <= 0 || f.Lq <= 0 || f.Lk <= 0) return fail("empty attention");
-  if (f.H % f.Hkv != 0) return fail("key/value heads do not divide the query heads");
-  if (f.B > 65535 || f.Hkv > 65535) return fail("more than 65535 batch entries or heads");
-  if (f.Lq >= (int64_t{1} << 31) / 2 || f.Lk >= (int64_t{1} << 31) / 2) return fail("a sequence of 2^30 or more");
+  if (const char* why = attention::shape_problem(f)) return fail(why);
+  if (f.B > 65535 || f.Hkv > 65535) return fail("more than 65535 batch entries or heads");  // grid y and z
   if (padded_rows(f) * f.D >= (int64_t{1} << 40)) return fail("a workspace of 2^40 elements or more");
-  if (!(f.scale > 0.f) || !std::isfinite(f.scale)) return fail("scale not positive and finite");
-  if (f.causal && (f.causal_offset > f.Lk || f.causal_offset < -f.Lq)) return fail("causal offset outside the lengths");
   if (f.lse == nullptr) return fail("no log-sum-exp from the forward");
   for (const AttnTensor* t : {&f.q, &f.k, &f.v, &f.o, &p.dout, &p.dq, &p.dk, &p.dv})
     if (const char* why = attention::strides_ok(*t)) return fail(why);

@@ -4,7 +4,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "common/smem_opt_in.h"
@@ -71,12 +70,8 @@ Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
   if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
   if (p.dtype != DType::kBFloat16 && p.dtype != DType::kFloat16) return fail("dtype not bfloat16 or float16");
   if (p.D != 64 && p.D != 128 && p.D != 256) return fail("head dim not 64, 128 or 256");
-  if (p.B <= 0 || p.H <= 0 || p.Hkv <= 0 || p.Lq <= 0 || p.Lk <= 0) return fail("empty attention");
-  if (p.H % p.Hkv != 0) return fail("key/value heads do not divide the query heads");
-  if (p.B > 65535 || p.H > 65535) return fail("more than 65535 batch entries or heads");
-  if (p.Lq >= (int64_t{1} << 31) / 2 || p.Lk >= (int64_t{1} << 31) / 2) return fail("a sequence of 2^30 or more");
-  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return fail("scale not positive and finite");
-  if (p.causal && (p.causal_offset > p.Lk || p.causal_offset < -p.Lq)) return fail("causal offset outside the lengths");
+  if (const char* why = attention::shape_problem(p)) return fail(why);
+  if (p.B > 65535 || p.H > 65535) return fail("more than 65535 batch entries or heads");  // grid y and z
   for (const AttnTensor* t : {&p.q, &p.k, &p.v, &p.o})
     if (const char* why = strides_ok(*t)) return fail(why);
   tile::TmaShape shapes[4];

@@ -1,9 +1,10 @@
 // Host side, shared by the forward and the backward: a [B, H, L, D] tensor as a 4-D TMA map
-// {D, L, H, B} with boxes {64, rows}, and the stride check both run first.
+// {D, L, H, B} with boxes {64, rows}, and the shape and stride checks both run first.
 #pragma once
 
 #include <cuda.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -34,6 +35,17 @@ inline tile::TmaShape shape_of(const AttnTensor& t, int64_t B, int64_t H, int64_
   s.box[3] = 1;
   s.swizzle = tile::Swizzle::k128B;
   return s;
+}
+
+// The checks of a call's shape and scalars that the forward and the backward share: why
+// neither kernel can take it, or null.
+inline const char* shape_problem(const AttnParams& p) {
+  if (p.B <= 0 || p.H <= 0 || p.Hkv <= 0 || p.Lq <= 0 || p.Lk <= 0) return "empty attention";
+  if (p.H % p.Hkv != 0) return "key/value heads do not divide the query heads";
+  if (p.Lq >= (int64_t{1} << 31) / 2 || p.Lk >= (int64_t{1} << 31) / 2) return "a sequence of 2^30 or more";
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return "scale not positive and finite";
+  if (p.causal && (p.causal_offset > p.Lk || p.causal_offset < -p.Lq)) return "causal offset outside the lengths";
+  return nullptr;
 }
 
 inline const char* strides_ok(const AttnTensor& t) {
