@@ -175,11 +175,7 @@ namespace {
 template <typename MakeFresh>
 at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
   const at::Tensor& a = *call.a;
-  if (!active(Op::kGemm) || !a.is_cuda()) {
-    report(Op::kGemm, false, a.is_cuda() ? kReasonDisabled : kReasonNotCuda, [&] { return describe_gemm(call); },
-           [] { return std::string(); });
-    return at::Tensor();
-  }
+  if (passed_over(Op::kGemm, a.is_cuda(), [&] { return describe_gemm(call); })) return at::Tensor();
   const DeviceInfo& dev = routing_device(a);
   GemmDecision dn = decide_gemm(call, dev);
   bool ours = dn.plan.flyops;

@@ -162,11 +162,8 @@ namespace {
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::IntArrayRef ns,
                                                   const std::optional<at::Tensor>& weight,
                                                   std::optional<double> eps) {
-  if (!active(Op::kRmsNorm) || !input.is_cuda()) {
-    report(Op::kRmsNorm, false, input.is_cuda() ? kReasonDisabled : kReasonNotCuda,
-           [&] { return describe_fwd(input, weight, eps); }, [] { return std::string(); });
+  if (passed_over(Op::kRmsNorm, input.is_cuda(), [&] { return describe_fwd(input, weight, eps); }))
     return at::cuda::_fused_rms_norm(input, ns, weight, eps);
-  }
   FwdDecision d = decide_fwd(input, ns, weight, eps, routing_device(input));
   const bool ours = d.plan.flyops();
   report(Op::kRmsNorm, ours, d.plan.reason, [&] { return describe_fwd(input, weight, eps); },
@@ -189,11 +186,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef ns, const at::Tensor& rstd,
     const std::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
-  if (!active(Op::kRmsNormBackward) || !input.is_cuda()) {
-    report(Op::kRmsNormBackward, false, input.is_cuda() ? kReasonDisabled : kReasonNotCuda,
-           [&] { return describe_bwd(grad_out, input, weight, mask); }, [] { return std::string(); });
+  if (passed_over(Op::kRmsNormBackward, input.is_cuda(), [&] { return describe_bwd(grad_out, input, weight, mask); }))
     return at::cuda::_fused_rms_norm_backward(grad_out, input, ns, rstd, weight, mask);
-  }
   const DeviceInfo& dev = routing_device(input);
   BwdDecision d = decide_bwd(grad_out, input, ns, rstd, weight, mask, dev);
   const bool ours = d.plan.flyops();

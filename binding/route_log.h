@@ -21,4 +21,13 @@ void report(Op op, bool to_flyops, const char* reason, Describe&& what, Kernel&&
 inline constexpr const char* kReasonDisabled = "flyops disabled";
 inline constexpr const char* kReasonNotCuda = "input not on a CUDA device";
 
+// The check every override makes first: true (and the call reported as stock's, with the
+// reason) when flyops is off for the op or the input is not on a CUDA device.
+template <typename Describe>
+bool passed_over(Op op, bool on_cuda, Describe&& what) {
+  if (active(op) && on_cuda) return false;
+  report(op, false, on_cuda ? kReasonDisabled : kReasonNotCuda, what, [] { return std::string(); });
+  return true;
+}
+
 }  // namespace flyops::binding

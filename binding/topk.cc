@@ -85,11 +85,8 @@ namespace {
 template <typename MakeOutputs>
 bool try_flyops(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted,
                 MakeOutputs&& make_outputs) {
-  if (!active(Op::kTopk) || !self.is_cuda()) {
-    report(Op::kTopk, false, self.is_cuda() ? kReasonDisabled : kReasonNotCuda,
-           [&] { return describe_topk(self, k, dim, largest, sorted); }, [] { return std::string(); });
+  if (passed_over(Op::kTopk, self.is_cuda(), [&] { return describe_topk(self, k, dim, largest, sorted); }))
     return false;
-  }
   TopkDecision d = decide_topk(self, k, dim, largest, sorted, routing_device(self));
   std::pair<at::Tensor, at::Tensor> outs;
   if (d.plan.flyops()) {
