@@ -130,11 +130,9 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
   // Deterministic mode takes the core's ordered dQ (the adds of each chunk in turns, the
   // same bits run to run); _attention_backward_force(3), a test hook, takes it always.
   const bool ordered = at::globalContext().deterministicAlgorithms() || attention_bwd_forced() == 3;
-  const AttnCall fwd{call.flash, call.q, call.k, call.v, call.has_bias, true, call.dropout_p, call.causal, false,
-                     call.scale};
   AttnParams& p = dn.params.fwd;
-  if (const char* why = attention_params(fwd, p)) return stock(why);
-  const at::Tensor& q = *call.q;
+  if (const char* why = attention_params(call.fwd, p)) return stock(why);
+  const at::Tensor& q = *call.fwd.q;
   const at::Tensor &go = *call.grad_out, &out = *call.out, &lse = *call.lse;
   if (!go.defined() || !out.defined() || !lse.defined()) return stock("an undefined input");
   if (!go.sizes().equals(q.sizes()) || !out.sizes().equals(q.sizes())) return stock("grad_out or out not q's shape");
@@ -143,13 +141,13 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
     return stock("inputs on different devices");
   if (go.stride(3) != 1 || out.stride(3) != 1) return stock("head dim not contiguous");
   // The log-sum-exp: (B, H, Lq) for flash, (B, H, Lq, 1) for cuDNN, fp32, rows contiguous.
-  const int64_t lse_dims = call.flash ? 3 : 4;
+  const int64_t lse_dims = call.fwd.flash ? 3 : 4;
   if (lse.scalar_type() != at::kFloat || lse.dim() != lse_dims || lse.size(0) != p.B || lse.size(1) != p.H ||
       lse.size(2) != p.Lq || (lse_dims == 4 && lse.size(3) != 1))
     return stock("log-sum-exp not stock's shape");
   if (p.Lq > 1 && lse.stride(2) != 1) return stock("log-sum-exp rows not contiguous");
   // Fresh gradients as stock allocates them (empty_like: the input's strides where it is dense).
-  if (!dense(*call.k) || !dense(*call.v)) return stock("k or v not dense (stock's gradient layout)");
+  if (!dense(*call.fwd.k) || !dense(*call.fwd.v)) return stock("k or v not dense (stock's gradient layout)");
   p.o = view_of(out);
   p.lse = const_cast<float*>(lse.data_ptr<float>());
   p.lse_stride_b = lse.stride(0), p.lse_stride_h = lse.stride(1);
@@ -157,8 +155,8 @@ AttnBwdDecision decide_attention_backward(const AttnBwdCall& call, const DeviceI
   bp.deterministic = ordered;
   bp.dout = view_of(go);
   bp.dq = AttnTensor{kFreshOutput, q.stride(0), q.stride(1), q.stride(2)};
-  bp.dk = AttnTensor{kFreshOutput, call.k->stride(0), call.k->stride(1), call.k->stride(2)};
-  bp.dv = AttnTensor{kFreshOutput, call.v->stride(0), call.v->stride(1), call.v->stride(2)};
+  bp.dk = AttnTensor{kFreshOutput, call.fwd.k->stride(0), call.fwd.k->stride(1), call.fwd.k->stride(2)};
+  bp.dv = AttnTensor{kFreshOutput, call.fwd.v->stride(0), call.fwd.v->stride(1), call.fwd.v->stride(2)};
   dn.plan = attention_bwd_choose(bp, dev);
   return dn;
 }
@@ -173,11 +171,12 @@ std::string describe_attention(const AttnCall& c) {
 }
 
 std::string describe_attention_backward(const AttnBwdCall& c) {
+  const AttnCall& f = c.fwd;
   std::ostringstream o;
-  o << (c.flash ? "flash backward " : "cudnn backward ") << describe(*c.q) << " k=" << describe(*c.k)
-    << " v=" << describe(*c.v) << " grad_out=" << describe(*c.grad_out) << (c.causal ? " causal" : "")
-    << (c.dropout_p != 0.0 ? " dropout" : "") << (c.has_bias ? " bias" : "");
-  if (c.scale.has_value()) o << " scale=" << *c.scale;
+  o << (f.flash ? "flash backward " : "cudnn backward ") << describe(*f.q) << " k=" << describe(*f.k)
+    << " v=" << describe(*f.v) << " grad_out=" << describe(*c.grad_out) << (f.causal ? " causal" : "")
+    << (f.dropout_p != 0.0 ? " dropout" : "") << (f.has_bias ? " bias" : "");
+  if (f.scale.has_value()) o << " scale=" << *f.scale;
   return o.str();
 }
 
@@ -187,11 +186,7 @@ namespace {
 // them, else returns nothing (the caller runs stock).
 std::optional<Outputs> try_flyops(const AttnCall& call) {
   const at::Tensor& q = *call.q;
-  if (!active(Op::kAttention) || !q.is_cuda()) {
-    report(Op::kAttention, false, q.is_cuda() ? kReasonDisabled : kReasonNotCuda,
-           [&] { return describe_attention(call); }, [] { return std::string(); });
-    return std::nullopt;
-  }
+  if (passed_over(Op::kAttention, q.is_cuda(), [&] { return describe_attention(call); })) return std::nullopt;
   AttnDecision dn = decide_attention(call, routing_device(q));
   bool ours = dn.plan.flyops;
   const char* reason = dn.plan.reason;
@@ -253,12 +248,9 @@ Outputs flash_attention(const at::Tensor& query, const at::Tensor& key, const at
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 std::optional<Grads> try_flyops_backward(const AttnBwdCall& call) {
-  const at::Tensor& q = *call.q;
-  if (!active(Op::kAttentionBackward) || !q.is_cuda()) {
-    report(Op::kAttentionBackward, false, q.is_cuda() ? kReasonDisabled : kReasonNotCuda,
-           [&] { return describe_attention_backward(call); }, [] { return std::string(); });
+  const at::Tensor& q = *call.fwd.q;
+  if (passed_over(Op::kAttentionBackward, q.is_cuda(), [&] { return describe_attention_backward(call); }))
     return std::nullopt;
-  }
   AttnBwdDecision dn = decide_attention_backward(call, routing_device(q));
   bool ours = dn.plan.flyops;
   const char* reason = dn.plan.reason;
@@ -267,7 +259,7 @@ std::optional<Grads> try_flyops_backward(const AttnBwdCall& call) {
     RECORD_FUNCTION("flyops::attention_backward", std::vector<c10::IValue>());
     c10::cuda::CUDAGuard device_guard(q.device());
     AttnBwdParams& p = dn.params;
-    at::Tensor dq = at::empty_like(q), dk = at::empty_like(*call.k), dv = at::empty_like(*call.v);
+    at::Tensor dq = at::empty_like(q), dk = at::empty_like(*call.fwd.k), dv = at::empty_like(*call.fwd.v);
     at::Tensor ws = at::empty({static_cast<int64_t>(attention_bwd_workspace_bytes(p.fwd))}, q.options().dtype(at::kByte));
     p.dq.ptr = dq.data_ptr(), p.dk.ptr = dk.data_ptr(), p.dv.ptr = dv.data_ptr();
     p.workspace = ws.data_ptr();
@@ -292,8 +284,8 @@ Grads cudnn_attention_backward(const at::Tensor& grad_out, const at::Tensor& que
                                const at::Tensor& attn_bias, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
                                c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal,
                                std::optional<double> scale) {
-  const AttnBwdCall call{false,     &grad_out,  &query,         &key, &value, &out, &logsumexp, attn_bias.defined(),
-                         cum_seq_q.defined() || cum_seq_k.defined(), dropout_p, is_causal, scale};
+  const AttnBwdCall call{{false, &query, &key, &value, attn_bias.defined(), true, dropout_p, is_causal, false, scale},
+                         &grad_out, &out, &logsumexp, cum_seq_q.defined() || cum_seq_k.defined()};
   if (auto r = try_flyops_backward(call)) return std::move(*r);
   return at::cuda::_scaled_dot_product_cudnn_attention_backward_symint(
       grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k,
@@ -305,8 +297,8 @@ Grads flash_attention_backward(const at::Tensor& grad_out, const at::Tensor& que
                                const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, c10::SymInt max_q,
                                c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
                                const at::Tensor& philox_offset, std::optional<double> scale) {
-  const AttnBwdCall call{true,  &grad_out, &query, &key, &value, &out, &logsumexp, false,
-                         cum_seq_q.defined() || cum_seq_k.defined(), dropout_p, is_causal, scale};
+  const AttnBwdCall call{{true, &query, &key, &value, false, true, dropout_p, is_causal, false, scale},
+                         &grad_out, &out, &logsumexp, cum_seq_q.defined() || cum_seq_k.defined()};
   if (auto r = try_flyops_backward(call)) return std::move(*r);
   return at::cuda::_scaled_dot_product_flash_attention_backward_symint(
       grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, std::move(max_q), std::move(max_k), dropout_p,

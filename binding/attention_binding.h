@@ -35,21 +35,15 @@ struct AttnDecision {
   AttnPlan plan;  // stock with a reason unless the call can be ours
 };
 
-// One call of _scaled_dot_product_cudnn_attention_backward (flash = false) or
-// _scaled_dot_product_flash_attention_backward.
+// One call of _scaled_dot_product_cudnn_attention_backward (fwd.flash = false) or
+// _scaled_dot_product_flash_attention_backward: the forward call it differentiates (with its
+// log-sum-exp, no debug mask), and what the backward adds.
 struct AttnBwdCall {
-  bool flash;
+  AttnCall fwd;
   const at::Tensor* grad_out;
-  const at::Tensor* q;
-  const at::Tensor* k;
-  const at::Tensor* v;
   const at::Tensor* out;
   const at::Tensor* lse;
-  bool has_bias;
   bool cum_seq;
-  double dropout_p;
-  bool causal;
-  std::optional<double> scale;
 };
 
 struct AttnBwdDecision {
