@@ -393,12 +393,7 @@ def test_backward_deterministic(ours, D, causal, ratio, Lq, Lk):
     for i, name in enumerate("qkv"):
         for r in runs[1:]:
             assert torch.equal(r[i], runs[0][i]), f"d{name} differs between runs"
-    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
-    ref_out, _ = reference(q64, k64, v64, causal, 0)
-    refs = torch.autograd.grad(ref_out, (q64, k64, v64), go.double())
-    with flyops.disabled():
-        out = cudnn_op(q, k, v, causal, lse=True)[0]
-        theirs = torch.autograd.grad(out, (q, k, v), go)
+    theirs, refs = stock_and_reference_grads(q, k, v, go, causal, ratio > 1)
     for name, a, b, r in zip("qkv", runs[0], theirs, refs):
         check(a, b, r, torch.bfloat16, f"deterministic d{name}")
 
