@@ -35,7 +35,8 @@ struct DelegateArgs {
   int64_t row_stride;  // elements between rows, a multiple of the vector
   int64_t blocks_per_row;
   bool largest;
-  uint32_t* maxima;    // [rows, n / group] ascending keys
+  uint32_t* maxima;    // [rows, n / group] ascending keys; null: none (a screened stream
+                       // before the finish kernel, whose fallback computes its own)
   // Screening (screen_kernel.cuh), with the kernel's kScreen: each row's threshold, and its
   // candidate count and list of `cap` (order key, position) pairs, appended to here.
   const uint32_t* thresh;
@@ -176,8 +177,8 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   const int64_t v0 = (blockIdx.x - row * a.blocks_per_row) * kPerBlock + threadIdx.x;
   const int64_t nv = a.n / kVec;
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride);
-  uint32_t* out = a.maxima + row * (nv / kGV);
   const bool largest = a.largest;
+  const bool keep_maxima = !kScreen || a.maxima != nullptr;  // uniform
 
   uint4 buf[kDelegateUnroll];
 #pragma unroll
@@ -204,14 +205,12 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
       if (v < nv && m >= t)  // a few percent of the vectors
         detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
     }
-    uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
+    if (!keep_maxima) continue;  // they cost the screened stream 5-10% (TopK v59)
+    uint32_t best = stored_group_key<Keys>(m, largest);
 #pragma unroll
-    for (int d = 1; d < kGV; d <<= 1) {
-      const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
-      best = largest ? max(best, other) : min(best, other);
-    }
+    for (int d = 1; d < kGV; d <<= 1) best = better_group_key(best, __shfl_xor_sync(0xffffffffu, best, d), largest);
     // nv is a multiple of the group, so a group's lanes are all in the row or all out.
-    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) out[v / kGV] = best;
+    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) a.maxima[row * (nv / kGV) + v / kGV] = best;
   }
   if constexpr (kScreen) {
     __syncthreads();

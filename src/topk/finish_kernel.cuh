@@ -35,7 +35,7 @@ struct FinishArgs {
   int elems;                 // keys per thread (finish_elems)
   bool largest;
   bool sorted;
-  const uint32_t* maxima;    // [rows, n / group] ascending keys (flyops_topk_maxima)
+  uint32_t* maxima;          // [rows, n / group] ascending keys (flyops_topk_maxima)
   void* values;              // [rows, k]
   int64_t* indices;
   // Screening (screen_kernel.cuh), or null: each row's candidate count and its list of
@@ -46,11 +46,34 @@ struct FinishArgs {
   // The list alone (maxima null: the delegates' radix chain takes the rows it leaves): each
   // row it finishes is marked here, for the chain's kernels to skip.
   uint32_t* done = nullptr;
+  // The screened stream left no maxima (TopK v59): a row whose list does not hold its answer
+  // computes its groups' maxima from the row itself, as the stream would have. The
+  // shared-memory form only (kE == 0).
+  bool maxima_from_row = false;
 };
 
 }  // namespace flyops::topk
 
 #if defined(__CUDACC__)
+
+namespace flyops::topk::detail {
+
+// A screened row's group maxima, which its stream did not write (TopK v59), as the stream
+// would have: the row falls back to them.
+template <typename Keys, int kThreads>
+FLYOPS_DEVICE void maxima_from_row(const typename Keys::Raw* xr, uint32_t* dst, int m, int gl, bool largest) {
+  using Raw = typename Keys::Raw;
+  constexpr int kVec = 16 / sizeof(Raw);
+  const int gv = (1 << gl) / kVec;
+  for (int i = threadIdx.x; i < m; i += kThreads) {
+    const uint4* q = reinterpret_cast<const uint4*>(xr) + int64_t{i} * gv;
+    uint32_t best = 0;  // the group's greatest order key
+    for (int u = 0; u < gv; ++u) best = max(best, max_order_key<Keys>(q[u], largest));
+    dst[i] = stored_group_key<Keys>(best, largest);
+  }
+}
+
+}  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
 // registers, enough for both the row's maxima and its k groups' elements; 0: a.elems keys
@@ -136,6 +159,13 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
 
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------
   if (list == nullptr) {
+    if constexpr (kShared) {  // (the register forms' streams write them: in the 16-bit one this spilled)
+      if (a.maxima_from_row) {  // into the workspace the stream left unwritten
+        detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), static_cast<int>(a.n >> gl), gl,
+                                                largest);
+        __syncthreads();  // the block's global writes visible to all its threads
+      }
+    }
     SmallCut maxima_cut;
     {
       const int m = static_cast<int>(a.n >> gl);

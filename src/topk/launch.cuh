@@ -211,12 +211,13 @@ struct Launcher {
                  plan.finish,
                  p.largest,
                  p.sorted,
-                 reinterpret_cast<const uint32_t*>(ws),
+                 reinterpret_cast<uint32_t*>(ws),
                  p.values,
                  p.indices,
                  screen ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
                  screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
+    f.maxima_from_row = screen && plan.finish > kFinishMaxE;  // the stream wrote none (delegates)
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -311,6 +312,10 @@ struct Launcher {
         d.count = count;
         d.cand = reinterpret_cast<uint2*>(ws + (chain ? l.list : fl.cand));
         d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
+        // Before the shared-memory finish the maxima are only a failed list's fallback,
+        // which computes its own (finish_kernel.cuh); the chain's cluster kernel and the
+        // register forms read them.
+        if (!chain && plan.finish > kFinishMaxE) d.maxima = nullptr;
       }
     }
     Status st;

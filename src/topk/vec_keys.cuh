@@ -32,6 +32,18 @@ FLYOPS_DEVICE uint32_t max_order_key(const uint4& v, bool largest) {
   }
 }
 
+// A group maximum as flyops_topk_maxima stores it: the group's greatest order key m (at the
+// element's width) as a 32-bit ascending key. The map is strictly monotone (widen_key32 is),
+// so better_group_key of two vectors' stored keys is the stored key of their greater m: the
+// stream's per-vector combine and the finish kernel's fallback (a screened row's maxima,
+// from the row) agree bit for bit.
+template <typename Keys>
+FLYOPS_DEVICE uint32_t stored_group_key(uint32_t m, bool largest) {
+  return widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
+}
+
+FLYOPS_DEVICE uint32_t better_group_key(uint32_t a, uint32_t b, bool largest) { return largest ? max(a, b) : min(a, b); }
+
 // Element i of a 16-byte vector of Raw, by shifts: taking the vector's address to index it
 // put it on the stack (the finish kernel's 16-bit form).
 template <typename Raw>

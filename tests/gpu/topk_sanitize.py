@@ -97,6 +97,13 @@ def main():
             cases += 2
             failures += not check(x[:2], 1024, largest, sorted)
             failures += not check(torch.randn(2, 262144, device="cuda").to(dtype), 1024, largest, sorted)  # screened
+        # screened, the lists holding NaNs: the shared-memory finish computes the rows' maxima
+        # from the rows (the stream wrote none)
+        force(10, 0)
+        y = torch.randn(2, 262144, device="cuda").to(dtype)
+        y[:, ::4099] = float("nan")
+        cases += 1
+        failures += not check(y, 1024, True, True)
         force(-1, 0)
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1

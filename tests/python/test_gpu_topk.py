@@ -307,8 +307,11 @@ def test_delegates_screen(dtype):
     """The finish kernel's candidates found by the stream against a sampled threshold: rows
     without structure (the list holds at least k), rows whose sampled pieces hold their best
     elements (too few candidates: the maxima finish), a few NaNs among the candidates (their
-    ties need position order: the maxima finish), ties at the threshold, both directions,
-    sorted or not; the same rows without screening agree."""
+    ties need position order: the maxima finish), ties at the threshold, all-equal rows (the
+    list overflows: the maxima finish), rows of one call taking different paths, both
+    directions, sorted or not; the same rows without screening agree. Where the shared-memory
+    finish runs, a screened stream writes no maxima and the rows that fall back compute their
+    own (TopK v59)."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for n, ks in ((32000, (2, 50, 256, 1024)), (262144, (20, 50, 1024))):
         randn = torch.randn(3, n, generator=gen).to(dtype)
@@ -320,8 +323,9 @@ def test_delegates_screen(dtype):
         nans.scatter_(1, where, float("nan"))
         nans[0, where[0, 0]] = -float("nan")
         coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)  # ties at any threshold
+        mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype)])
         screened = 0
-        for x in (randn, planted, nans, coarse):
+        for x in (randn, planted, nans, coarse, mixed):
             x = x.cuda()
             for k in ks:
                 for force in (10, 9):  # screened wherever it fits; not screened
