@@ -95,7 +95,8 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // finish kernel (unscreened), 9 delegates with the finish kernel but no screening, 10
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
-// its threshold form; -1 the router) and a
+// its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
+// screened stream writes no maxima); -1 the router) and a
 // cluster size (0: the router's; for delegates, vectors per group; for the group kernel
 // (5, 15, 16), threads a row of 65-256 elements: 8, 16 or 32). Forced plans that
 // cannot run fall back to the router's choice. Not thread-safe against concurrent calls.

@@ -35,8 +35,7 @@ struct DelegateArgs {
   int64_t row_stride;  // elements between rows, a multiple of the vector
   int64_t blocks_per_row;
   bool largest;
-  uint32_t* maxima;    // [rows, n / group] ascending keys; null: none (a screened stream
-                       // before the finish kernel, whose fallback computes its own)
+  uint32_t* maxima;    // [rows, n / group] ascending keys (kListOnly: of kNoScreen rows only)
   // Screening (screen_kernel.cuh), with the kernel's kScreen: each row's threshold, and its
   // candidate count and list of `cap` (order key, position) pairs, appended to here.
   const uint32_t* thresh;
@@ -166,19 +165,23 @@ FLYOPS_DEVICE void screen_flush(uint32_t t, bool largest, ScreenStage& st, uint3
 // One 16-byte vector per thread per step; the kGV lanes of a group combine by shuffles.
 // kScreen: launched dependent on the screening kernel, whose thresholds it waits for after
 // its loads are in flight; bounded to 40 registers (6 blocks an SM instead of 5: TopK v48).
-template <typename Keys, int kGV, bool kScreen>
+// kListOnly (screened only): a screened row's blocks write no maxima (TopK v59), the rows
+// whose threshold is kNoScreen write them and list nothing. A template parameter: the
+// chain's screened stream (maxima always) keeps its code.
+template <typename Keys, int kGV, bool kScreen, bool kListOnly = false>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 1) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr int kPerBlock = kDelegateThreads * kDelegateUnroll;
   static_assert(kGV >= 1 && kGV <= 32 && (kGV & (kGV - 1)) == 0, "a group's lanes are a power of two in a warp");
+  static_assert(kScreen || !kListOnly, "an unscreened stream's output is its maxima");
   const int64_t row = blockIdx.x / a.blocks_per_row;
   const int64_t v0 = (blockIdx.x - row * a.blocks_per_row) * kPerBlock + threadIdx.x;
   const int64_t nv = a.n / kVec;
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride);
+  uint32_t* out = a.maxima + row * (nv / kGV);
   const bool largest = a.largest;
-  const bool keep_maxima = !kScreen || a.maxima != nullptr;  // uniform
 
   uint4 buf[kDelegateUnroll];
 #pragma unroll
@@ -196,6 +199,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     flyops::tile::grid_dependency_wait();
     t = a.thresh[row];
   }
+  const bool maxima = !kListOnly || t == kNoScreen;  // uniform in the block
 #pragma unroll
   for (int u = 0; u < kDelegateUnroll; ++u) {
     const int64_t v = v0 + u * kDelegateThreads;
@@ -205,12 +209,17 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
       if (v < nv && m >= t)  // a few percent of the vectors
         detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
     }
-    if (!keep_maxima) continue;  // they cost the screened stream 5-10% (TopK v59)
-    uint32_t best = stored_group_key<Keys>(m, largest);
+    if (!maxima) continue;  // they cost the screened stream 5-10% (TopK v59)
+    // stored_group_key and better_group_key (vec_keys.cuh) spelled out: through them ptxas
+    // scheduled the 16-bit plain streams differently.
+    uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
 #pragma unroll
-    for (int d = 1; d < kGV; d <<= 1) best = better_group_key(best, __shfl_xor_sync(0xffffffffu, best, d), largest);
+    for (int d = 1; d < kGV; d <<= 1) {
+      const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
+      best = largest ? max(best, other) : min(best, other);
+    }
     // nv is a multiple of the group, so a group's lanes are all in the row or all out.
-    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) a.maxima[row * (nv / kGV) + v / kGV] = best;
+    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) out[v / kGV] = best;
   }
   if constexpr (kScreen) {
     __syncthreads();

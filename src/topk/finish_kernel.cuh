@@ -46,10 +46,10 @@ struct FinishArgs {
   // The list alone (maxima null: the delegates' radix chain takes the rows it leaves): each
   // row it finishes is marked here, for the chain's kernels to skip.
   uint32_t* done = nullptr;
-  // The screened stream left no maxima (TopK v59): a row whose list does not hold its answer
-  // computes its groups' maxima from the row itself, as the stream would have. The
-  // shared-memory form only (kE == 0).
-  bool maxima_from_row = false;
+  // Given (the rows' screening thresholds), the stream wrote the maxima of kNoScreen rows
+  // only (TopK v59): another row whose list does not hold its answer computes its groups'
+  // maxima from the row itself, as the stream would have. The shared-memory form only.
+  const uint32_t* list_only = nullptr;
 };
 
 }  // namespace flyops::topk
@@ -59,17 +59,31 @@ struct FinishArgs {
 namespace flyops::topk::detail {
 
 // A screened row's group maxima, which its stream did not write (TopK v59), as the stream
-// would have: the row falls back to them.
+// would have: the row falls back to them. Laid out as the stream is (a group's vectors on
+// consecutive lanes, combined by shuffles; four loads in flight a thread): a thread a group
+// kept one load in flight and took ~20 us on a row of 128256 fp32.
 template <typename Keys, int kThreads>
-FLYOPS_DEVICE void maxima_from_row(const typename Keys::Raw* xr, uint32_t* dst, int m, int gl, bool largest) {
+__noinline__ __device__ void maxima_from_row(const typename Keys::Raw* xr, uint32_t* dst, int64_t n, int gl, bool largest) {
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  const int gv = (1 << gl) / kVec;
-  for (int i = threadIdx.x; i < m; i += kThreads) {
-    const uint4* q = reinterpret_cast<const uint4*>(xr) + int64_t{i} * gv;
-    uint32_t best = 0;  // the group's greatest order key
-    for (int u = 0; u < gv; ++u) best = max(best, max_order_key<Keys>(q[u], largest));
-    dst[i] = stored_group_key<Keys>(best, largest);
+  constexpr int kLoads = 4;
+  const int gv = (1 << gl) / kVec;  // a power of two up to a warp's lanes
+  const int64_t nv = n / kVec;      // a multiple of gv
+  const uint4* src = reinterpret_cast<const uint4*>(xr);
+  for (int64_t v0 = threadIdx.x; v0 - threadIdx.x < nv; v0 += kThreads * kLoads) {
+    uint4 q[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t v = v0 + u * kThreads;
+      q[u] = v < nv ? src[v] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t v = v0 + u * kThreads;
+      uint32_t best = stored_group_key<Keys>(max_order_key<Keys>(q[u], largest), largest);
+      for (int d = 1; d < gv; d <<= 1) best = better_group_key(best, __shfl_xor_sync(0xffffffffu, best, d), largest);
+      if (v < nv && (v & (gv - 1)) == 0) dst[v / gv] = best;  // a group's lanes all in or all out
+    }
   }
 }
 
@@ -160,9 +174,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------
   if (list == nullptr) {
     if constexpr (kShared) {  // (the register forms' streams write them: in the 16-bit one this spilled)
-      if (a.maxima_from_row) {  // into the workspace the stream left unwritten
-        detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), static_cast<int>(a.n >> gl), gl,
-                                                largest);
+      if (a.list_only != nullptr && a.list_only[row] != kNoScreen) {  // the stream wrote none
+        detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), a.n, gl, largest);
         __syncthreads();  // the block's global writes visible to all its threads
       }
     }

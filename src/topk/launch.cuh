@@ -217,7 +217,8 @@ struct Launcher {
                  screen ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
                  screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
-    f.maxima_from_row = screen && plan.finish > kFinishMaxE;  // the stream wrote none (delegates)
+    if (screen && plan.finish > kFinishMaxE)  // the stream's list_only form (delegates)
+      f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -242,8 +243,11 @@ struct Launcher {
   // The group maxima stream of kGV vectors per group; screening, it launches dependent on
   // the screening kernel.
   template <int kGV>
-  static Status stream_maxima(const DelegateArgs& d, unsigned grid, bool screen, cudaStream_t stream) {
+  static Status stream_maxima(const DelegateArgs& d, unsigned grid, bool screen, bool list_only, cudaStream_t stream) {
     if constexpr (!Keys::kIdentity) {
+      if (screen && list_only)
+        return launched(tile::launch_dependent(&flyops_topk_maxima<Keys, kGV, true, true>, dim3(grid),
+                                               dim3(kDelegateThreads), 0, stream, d));
       if (screen)
         return launched(tile::launch_dependent(&flyops_topk_maxima<Keys, kGV, true>, dim3(grid),
                                                dim3(kDelegateThreads), 0, stream, d));
@@ -312,28 +316,28 @@ struct Launcher {
         d.count = count;
         d.cand = reinterpret_cast<uint2*>(ws + (chain ? l.list : fl.cand));
         d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
-        // Before the shared-memory finish the maxima are only a failed list's fallback,
-        // which computes its own (finish_kernel.cuh); the chain's cluster kernel and the
-        // register forms read them.
-        if (!chain && plan.finish > kFinishMaxE) d.maxima = nullptr;
       }
     }
+    // Before the shared-memory finish a screened row's maxima are only its failed list's
+    // fallback, which computes its own (finish_kernel.cuh); the chain's cluster kernel and
+    // the register forms read them.
+    const bool list_only = screen && !chain && plan.finish > kFinishMaxE;
     Status st;
     if (gv == 32) {  // 32 vectors are within kMaxGroupElems for fp32 only
       if constexpr (32 * kVec <= kMaxGroupElems)
-        st = stream_maxima<32>(d, grid, screen, p.stream);
+        st = stream_maxima<32>(d, grid, screen, list_only, p.stream);
       else
         st = Status::kUnsupported;  // delegate_group never makes such a group
     } else if (gv == 16)
-      st = stream_maxima<16>(d, grid, screen, p.stream);
+      st = stream_maxima<16>(d, grid, screen, list_only, p.stream);
     else if (gv == 8)
-      st = stream_maxima<8>(d, grid, screen, p.stream);
+      st = stream_maxima<8>(d, grid, screen, list_only, p.stream);
     else if (gv == 4)
-      st = stream_maxima<4>(d, grid, screen, p.stream);
+      st = stream_maxima<4>(d, grid, screen, list_only, p.stream);
     else if (gv == 2)
-      st = stream_maxima<2>(d, grid, screen, p.stream);
+      st = stream_maxima<2>(d, grid, screen, list_only, p.stream);
     else
-      st = stream_maxima<1>(d, grid, screen, p.stream);
+      st = stream_maxima<1>(d, grid, screen, list_only, p.stream);
     if (st != Status::kSuccess) return st;
     if (!chain) return finish(p, plan, fl);
     if constexpr (!Keys::kIdentity) {

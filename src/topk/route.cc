@@ -1,5 +1,6 @@
 // TopK router: supports() says whether a flyops kernel can take the call at all; choose()
 // picks the kernel and its cluster size.
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -218,13 +219,21 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     }
   }
   // 12: as 8 (the two radix selections), behind a finish of screened lists wherever it fits.
-  if (forced < 0 || (forced >= 6 && forced <= 10 && forced != 7) || forced == 12) {
+  // 17: as 10, the shared-memory finish at any k (its screened stream writes no maxima).
+  if (forced < 0 || (forced >= 6 && forced <= 10 && forced != 7) || forced == 12 || forced == 17) {
     const int bytes = elem_bytes(p.dtype);
-    const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 ? forced_c : 0);
-    const int fe = forced == 8 || forced == 12 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
-    const bool screen = forced == 10 || (forced != 9 && topk::prefer_screen(p));
+    const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 && forced != 17 ? forced_c : 0);
+    int fe = forced == 8 || forced == 12 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
+    bool screen = forced == 10 || forced == 17 || (forced != 9 && topk::prefer_screen(p));
+    // The router screens through the shared-memory finish only (tuned_table.h); where the
+    // list does not fit it, the register forms finish unscreened.
+    if ((forced == 17 || (forced < 0 && screen)) && fe != 0) {
+      const int fs = std::max(fe, 2 * topk::kFinishMaxE);
+      if (topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs)) > 0) fe = fs;
+      else if (forced < 0 && fe <= topk::kFinishMaxE) screen = false;
+    }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
-    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0)) &&
+    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
         delegate_plan(p, dev, plan, group, fe, screen, chain_screen))
       return plan;
   }

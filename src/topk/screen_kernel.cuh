@@ -87,6 +87,8 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   constexpr int kPieces = screen_pieces(kThreads);
   __shared__ SmallSelectSmem<kThreads> s;
   __shared__ uint32_t lists[kThreads / 32][32];
+  __shared__ uint32_t at_or_above;  // sampled keys at or above the threshold, when counted
+  if (threadIdx.x == 0) at_or_above = 0;  // (the selection below passes barriers first)
   // The stream may start its loads now; it waits for this grid before reading thresholds.
   // (Allowed only once the sample was in, the stream ran 2-7% slower: TopK v48.)
   flyops::tile::allow_dependent_launch();
@@ -113,10 +115,29 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   // barriers).
   const uint32_t rank = static_cast<uint32_t>(a.rank);
   uint32_t t;
-  if (kThreads == kScreenWideThreads && rank <= detail::kScreenPopMax)
+  if (kThreads == kScreenWideThreads && rank <= detail::kScreenPopMax) {
     t = detail::rth_best_of_threads<kThreads>(range.mx, static_cast<int>(rank), lists);
-  else
-    t = small_cut<kThreads>(run, range, rank, s, nullptr, rank + rank / 2).lo;
+  } else {
+    const SmallCut c = small_cut<kThreads>(run, range, rank, s, nullptr, rank + rank / 2);
+    t = c.lo;
+    // Ties (a row of mostly equal or masked keys) put far more than 1.5 rank of the sample
+    // at or above t, and the list would overflow: such a row is marked not screened
+    // (kNoScreen), so that its stream writes its maxima instead of a list. A whole bin's
+    // count is known; a cut at one value (ties) is counted. The wide sample's rows that
+    // overflow take the radix chain, as before.
+    if (kThreads != kScreenWideThreads) {
+      uint32_t above = c.taken;
+      if (!c.whole) {  // uniform in the CTA
+        uint32_t mine = 0;
+        run.each([&](int, uint32_t key) { mine += key >= t ? 1u : 0u; });
+        mine = __reduce_add_sync(0xffffffffu, mine);
+        if ((threadIdx.x & 31) == 0) atomicAdd(&at_or_above, mine);
+        __syncthreads();
+        above = at_or_above;
+      }
+      if (above > 3 * rank) t = kNoScreen;
+    }
+  }
   if (threadIdx.x == 0) {
     a.thresh[row] = t;
     a.count[row] = 0;

@@ -185,19 +185,44 @@ inline int64_t screen_samples(int elem_bytes, int threads = kScreenThreads) {
   return int64_t{screen_pieces(threads)} * kScreenPieceVecs * (16 / elem_bytes);
 }
 
+// A row's threshold that means "not screened" (screen_kernel.cuh): the sample's keys at or
+// above its threshold far outnumber the rank (ties: a row of mostly equal or masked keys),
+// so the list would overflow. Above every 16-bit key; for 32-bit keys it is NaN's, and a
+// row whose rank-th sampled key is NaN wants the maxima anyway. The stream writes that
+// row's maxima and lists nothing, and its finish takes the maxima.
+inline constexpr uint32_t kNoScreen = 0xffffffffu;
+
+// The least r with P(X >= r) <= p for X ~ Poisson(lambda).
+inline int poisson_tail_rank(double lambda, double p) {
+  double pmf = std::exp(-lambda), below = 0.0;  // P(X = r), P(X < r)
+  int r = 0;
+  while (1.0 - below > p && r < 1 << 20) {
+    below += pmf;
+    ++r;
+    pmf *= lambda / r;
+  }
+  return r;
+}
+
 // The sample rank r behind the threshold, or 0 when screening does not fit. A sample of s
 // of the row's n elements (a fraction f) puts about r / f of the row at or above its r-th
-// best key, with a spread of about sqrt(r) / f for rows without structure: r = f k +
-// 4 sqrt(f k), rounded up, plus one, leaves fewer than k there about once in 10^4 such
-// rows. With up to 1.5 r sampled keys above the threshold, the expected list (1.5 r / f)
-// must also sit within half of `cap`, the finish kernel's run capacity, and the vectors a
-// maxima block queues (each holding such an element) within half of its queue.
+// best key. The row has fewer than k there only if r sampled keys are among its k - 1 best,
+// of which the sample holds about Poisson(f k): r is the least rank that happens to with
+// probability 1e-5 at most, for rows without structure, since such a row's finish computes
+// its maxima alone in one CTA (TopK v59; r = f k + 4 sqrt(f k) + 2, the normal
+// approximation, let ~2.4e-4 of the rows fail at f k = 2). The wide sample keeps that
+// approximation: its rows that fail take the radix chain, whose cost (~15 us on the row of
+// 2^24) does not pay for a longer list on every call. With up to 1.5 r sampled keys
+// above the threshold, the expected list (1.5 r / f) must also sit within half of `cap`,
+// the finish kernel's run capacity, and the vectors a maxima block queues (each holding
+// such an element) within half of its queue.
 inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads = kScreenThreads) {
   const int64_t s = screen_samples(elem_bytes, threads);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
   const double fk = f * static_cast<double>(k);
-  const int64_t r = static_cast<int64_t>(fk + 4.0 * std::sqrt(fk)) + 2;
+  const int64_t r = threads == kScreenWideThreads ? static_cast<int64_t>(fk + 4.0 * std::sqrt(fk)) + 2
+                                                  : std::max(1, poisson_tail_rank(fk, 1e-5));
   const double list = 1.5 * static_cast<double>(r) / f;  // elements at or above the threshold
   const double per_vector = std::min(1.0, list / static_cast<double>(n) * (16 / elem_bytes));
   const double block_vectors = static_cast<double>(kDelegateThreads) * kDelegateUnroll;

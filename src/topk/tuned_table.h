@@ -34,22 +34,46 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // form (k up to 1024, TopK v21), against delegates' two radix selections or the router's
 // cluster pass at 64 and 256 rows: k = 1024 1.0-1.6x (64 x 32000 fp32 the 1.0x), k = 300
 // 1.1-1.4x; at one row 0.5-0.7x of the cluster kernel. `finish`: whether the finish kernel
-// takes the row (finish_elems of its group).
-inline bool prefer_delegates(const TopkParams& p, bool finish) {
-  if (finish && p.rows >= 64) return true;
+// takes the row (finish_elems of its group); `screened`: through its screened shared-memory
+// form.
+// Calls of 8 or more rows of >= 120k elements and 6-15 MiB in all, which the one-pass cluster
+// kernel took (2-4 waves of clusters), take the screened finish (prefer_screen) since TopK
+// v60: 0.40-0.76x at every k measured (fp32 8 x 262144, 16 x 128256-151936; bf16 16 x
+// 262144, 32 x 128256-151936); under 6 MiB it was even or behind (bf16 8 x 128256
+// 1.05-1.10x at k <= 256).
+inline bool screen_mid_sized(const TopkParams& p) {
+  const int64_t bytes = p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype));
+  return p.n >= 120000 && p.rows >= 8 && bytes >= (int64_t{6} << 20) && bytes < (int64_t{15} << 20);
+}
+
+inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
+  if (finish && (p.rows >= 64 || (screened && screen_mid_sized(p)))) return true;
   return (p.n >= 100000 || p.k >= 512) &&
          p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
 }
 
 // Screening the delegates' candidates (screen_kernel.cuh) for the finish kernel, where it
-// fits (traits.h, screen_rank), only for the shared-memory form (k > kFinishMaxK). Source:
+// fits (traits.h, screen_rank), always through its shared-memory form, whose stream writes
+// no maxima (TopK v59). Where: k > kFinishMaxK (below); since TopK v60 (the router against
+// force 17 in one process, rows 8-256 x N 128256 / 151936 / 262144 x k 20-1024, fp32 and
+// bf16, session of 2026-12-01, fifteenth, run 9) also rows of >= 120k at k >= 256 (0.78-0.94x
+// of the register forms' unscreened finish), fp32 rows at k >= 100 (0.86-0.98x; of 256 rows
+// only those of >= 150k), and the
+// mid-sized calls above (0.40-0.76x); at k <= 50 on 32-256 rows it measured 0.91-1.14x
+// (fp32) and 0.95-1.16x (bf16): not screened. Source of the first rule:
 // screened against not in one process (session of 2026-11-30, tenth, run 8; sampling shapes
 // of 64 and 256 rows; docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
 // 1.11-1.38x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
 // one over ~2-4k, ~10 us), bf16 1.17-1.29x (run 10, a queue of 512); at k = 20-50
 // 0.86-1.04x (the register forms' finish saves ~5 us, the sampling kernel and the
 // stream's queue cost as much).
-inline bool prefer_screen(const TopkParams& p) { return p.k > kFinishMaxK; }
+inline bool prefer_screen(const TopkParams& p) {
+  if (p.k > kFinishMaxK) return true;
+  if (p.n < 120000) return false;
+  // fp32 256 x 128256 k = 100 measured 1.026x once the list grew with the exact rank (v60)
+  const bool fp32_mid_k = p.dtype == DType::kFloat32 && p.k >= 100 && (p.rows <= 128 || p.n >= 150000);
+  return p.k >= 256 || fp32_mid_k || screen_mid_sized(p);
+}
 
 // Screening in front of the delegates' two radix selections (rows too long for the finish
 // kernel), wherever it fits (the wide sample: traits.h). Source: screened against not (force

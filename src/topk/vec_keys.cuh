@@ -36,7 +36,7 @@ FLYOPS_DEVICE uint32_t max_order_key(const uint4& v, bool largest) {
 // element's width) as a 32-bit ascending key. The map is strictly monotone (widen_key32 is),
 // so better_group_key of two vectors' stored keys is the stored key of their greater m: the
 // stream's per-vector combine and the finish kernel's fallback (a screened row's maxima,
-// from the row) agree bit for bit.
+// from the row) give the same keys.
 template <typename Keys>
 FLYOPS_DEVICE uint32_t stored_group_key(uint32_t m, bool largest) {
   return widen_key32<Keys>(largest ? m : ~m & Keys::kMask);

@@ -336,8 +336,13 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // few rows: one wave
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16>");  // keys in smem
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_cluster<bf16,c4,gather>");  // 8 MB
+  // Screened through the shared-memory finish (TopK v60): k >= 256, fp32 k >= 100, and
+  // 6-15 MiB calls of 8 or more long rows (the cluster kernel's before); k <= 50 unscreened.
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 100)), "flyops_topk_delegates<fp32,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 50)), "flyops_topk_cluster<bf16,c16,gather>");  // 2 MB
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
   TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // only groups far below sqrt(n / k)
@@ -438,9 +443,11 @@ TEST(TopkDelegates, FinishFits) {
 }
 
 // Screening: the sampled pieces stay inside the row and apart, and the rank keeps the
-// expected candidate list (rank / sample fraction) at least k with four spreads to spare and
-// (with the threshold's slack of 1.5) at most half the finish kernel's capacity; rows too
-// short for apart pieces do without.
+// expected candidate list (rank / sample fraction) at least k (the finish kernel's sample:
+// with r sampled keys among the row's k best, Poisson(f k), at most once in 10^5 rows and r
+// the least such rank; the wide sample: four spreads to spare) and (with the threshold's
+// slack of 1.5) at most half the finish kernel's capacity; rows too short for apart pieces
+// do without.
 TEST(TopkDelegates, ScreenRank) {
   for (int threads : {topk::kScreenThreads, topk::kScreenWideThreads})
   for (int bytes : {2, 4}) {
@@ -460,7 +467,18 @@ TEST(TopkDelegates, ScreenRank) {
         const int r = topk::screen_rank(n, k, bytes, cap, threads);
         if (r == 0) continue;
         const double f = static_cast<double>(s) / static_cast<double>(n), expect = r / f;
-        EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
+        if (threads == topk::kScreenWideThreads) {
+          EXPECT_GE(expect, k + 4 * std::sqrt(k / f) * 0.99) << n << " " << k;  // spread of the count: sqrt(r) / f
+        } else {
+          auto tail = [&](int rank) {  // P(Poisson(f k) >= rank), summed from the top
+            double sum = 0.0;
+            for (int i = rank; i < rank + 400; ++i)
+              sum += std::exp(i * std::log(f * k) - f * k - std::lgamma(i + 1.0));
+            return sum;
+          };
+          EXPECT_LE(tail(r), 1e-5) << n << " " << k;
+          if (r > 1) EXPECT_GT(tail(r - 1), 1e-5) << n << " " << k;
+        }
         EXPECT_LE(3 * expect, static_cast<double>(cap)) << n << " " << k;  // 1.5 r sampled keys, half of cap
         // and the vectors holding them (at most one element each, at worst) half of a
         // maxima block's queue

@@ -104,6 +104,10 @@ def main():
         y[:, ::4099] = float("nan")
         cases += 1
         failures += not check(y, 1024, True, True)
+        y = torch.full((2, 262144), -float("inf"), device="cuda").to(dtype)  # masked: not screened
+        y[:, ::97] = torch.randn(2, (262144 + 96) // 97, device="cuda").to(dtype)
+        cases += 1
+        failures += not check(y, 1024, True, True)
         force(-1, 0)
         x = torch.full((3, 50000), 2.0, device="cuda", dtype=dtype)  # all equal: rescans
         cases += 1

@@ -307,11 +307,11 @@ def test_delegates_screen(dtype):
     """The finish kernel's candidates found by the stream against a sampled threshold: rows
     without structure (the list holds at least k), rows whose sampled pieces hold their best
     elements (too few candidates: the maxima finish), a few NaNs among the candidates (their
-    ties need position order: the maxima finish), ties at the threshold, all-equal rows (the
-    list overflows: the maxima finish), rows of one call taking different paths, both
+    ties need position order: the maxima finish), ties at the threshold, all-equal and masked
+    rows (the sample's keys tie: not screened), rows of one call taking different paths, both
     directions, sorted or not; the same rows without screening agree. Where the shared-memory
-    finish runs, a screened stream writes no maxima and the rows that fall back compute their
-    own (TopK v59)."""
+    finish runs, a screened row's stream writes no maxima and the rows that fall back compute
+    their own (TopK v59)."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for n, ks in ((32000, (2, 50, 256, 1024)), (262144, (20, 50, 1024))):
         randn = torch.randn(3, n, generator=gen).to(dtype)
@@ -324,14 +324,17 @@ def test_delegates_screen(dtype):
         nans[0, where[0, 0]] = -float("nan")
         coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)  # ties at any threshold
         mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype)])
+        masked = torch.full((3, n), -float("inf")).to(dtype)  # masked logits: the sample's
+        keep = torch.randint(0, n, (3, 3000), generator=gen)  # keys mostly tie (kNoScreen rows)
+        masked.scatter_(1, keep, torch.randn(3, 3000, generator=gen).to(dtype))
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed):
+        for x in (randn, planted, nans, coarse, mixed, masked):
             x = x.cuda()
             for k in ks:
-                for force in (10, 9):  # screened wherever it fits; not screened
+                for force in (10, 17, 9):  # screened wherever it fits (17: the shared-memory finish); not
                     torch.ops.flyops._topk_force(force, 0)
                     name = torch.ops.flyops._route_topk(x, k)
-                    assert name.startswith("flyops_topk_delegates") and (force == 10 or "screen" not in name), name
+                    assert name.startswith("flyops_topk_delegates") and (force != 9 or "screen" not in name), name
                     screened += "screen" in name
                     for largest in (True, False):
                         for sorted in (True, False):
