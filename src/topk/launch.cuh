@@ -217,8 +217,7 @@ struct Launcher {
                  screen ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
                  screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
-    if (screen && plan.finish > kFinishMaxE)  // the stream's list_only form (delegates)
-      f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
+    if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -240,12 +239,17 @@ struct Launcher {
     return go(&flyops_topk_finish<Keys, kFinishMaxE>);
   }
 
+  // Before the shared-memory finish a screened row's maxima are only its failed list's
+  // fallback, which computes its own (finish_kernel.cuh): that stream lists only. The
+  // chain's cluster kernel and the register forms read the maxima.
+  static bool lists_only(const TopkPlan& plan) { return plan.screen != 0 && plan.finish > kFinishMaxE; }
+
   // The group maxima stream of kGV vectors per group; screening, it launches dependent on
-  // the screening kernel.
+  // the screening kernel (list_only: lists_only above).
   template <int kGV>
   static Status stream_maxima(const DelegateArgs& d, unsigned grid, bool screen, bool list_only, cudaStream_t stream) {
     if constexpr (!Keys::kIdentity) {
-      if (screen && list_only)
+      if (list_only)
         return launched(tile::launch_dependent(&flyops_topk_maxima<Keys, kGV, true, true>, dim3(grid),
                                                dim3(kDelegateThreads), 0, stream, d));
       if (screen)
@@ -318,10 +322,7 @@ struct Launcher {
         d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
       }
     }
-    // Before the shared-memory finish a screened row's maxima are only its failed list's
-    // fallback, which computes its own (finish_kernel.cuh); the chain's cluster kernel and
-    // the register forms read them.
-    const bool list_only = screen && !chain && plan.finish > kFinishMaxE;
+    const bool list_only = lists_only(plan);  // (plan.finish != 0: not the chain)
     Status st;
     if (gv == 32) {  // 32 vectors are within kMaxGroupElems for fp32 only
       if constexpr (32 * kVec <= kMaxGroupElems)

@@ -115,10 +115,10 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
 // Delegates (delegate_kernel.cuh) with groups of `group` elements (traits.h; 0: none):
 // rows 16-byte aligned, where both selections fit: in the finish kernel when it takes the
 // row (`fe` keys per thread, finish_elems), else as two radix selections.
-// `screen`: whether the finish kernel may take screened candidates (traits.h, screen_rank);
+// `screen_rank`: the finish kernel's screening rank (traits.h, screen_rank; 0: none);
 // `chain_screen`: whether the two radix selections may stand behind a finish of screened
 // lists (the wide sample; the smallest shared-memory finish whose capacity the rule admits).
-bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, bool screen,
+bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, int screen_rank,
                    bool chain_screen) {
   if (group == 0) return false;
   const int vec = 16 / elem_bytes(p.dtype);
@@ -129,7 +129,7 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
     plan.kind = TopkPlan::Kind::kDelegate;
     plan.group = group;
     plan.finish = fe;
-    plan.screen = screen ? topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(fe)) : 0;
+    plan.screen = screen_rank;
     return true;
   }
   TopkPlan::Selection maxima;
@@ -224,17 +224,18 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     const int bytes = elem_bytes(p.dtype);
     const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 && forced != 17 ? forced_c : 0);
     int fe = forced == 8 || forced == 12 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
-    bool screen = forced == 10 || forced == 17 || (forced != 9 && topk::prefer_screen(p));
-    // The router screens through the shared-memory finish only (tuned_table.h); where the
-    // list does not fit it, the register forms finish unscreened.
-    if ((forced == 17 || (forced < 0 && screen)) && fe != 0) {
-      const int fs = std::max(fe, 2 * topk::kFinishMaxE);
-      if (topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs)) > 0) fe = fs;
-      else if (forced < 0 && fe <= topk::kFinishMaxE) screen = false;
+    const bool screen = forced == 10 || forced == 17 || (forced != 9 && topk::prefer_screen(p));
+    // The router (and 17) screen through the shared-memory finish only (tuned_table.h);
+    // where the list does not fit it, the finish runs unscreened in the form it had.
+    int rank = 0;
+    if (screen && fe != 0) {
+      const int fs = forced < 0 || forced == 17 ? std::max(fe, 2 * topk::kFinishMaxE) : fe;
+      rank = topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs));
+      if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
     if ((forced >= 0 || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
-        delegate_plan(p, dev, plan, group, fe, screen, chain_screen))
+        delegate_plan(p, dev, plan, group, fe, rank, chain_screen))
       return plan;
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;

@@ -41,15 +41,16 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // v60: 0.40-0.76x at every k measured (fp32 8 x 262144, 16 x 128256-151936; bf16 16 x
 // 262144, 32 x 128256-151936); under 6 MiB it was even or behind (bf16 8 x 128256
 // 1.05-1.10x at k <= 256).
+inline int64_t input_bytes(const TopkParams& p) { return p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)); }
+
 inline bool screen_mid_sized(const TopkParams& p) {
-  const int64_t bytes = p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t bytes = input_bytes(p);
   return p.n >= 120000 && p.rows >= 8 && bytes >= (int64_t{6} << 20) && bytes < (int64_t{15} << 20);
 }
 
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
   if (finish && (p.rows >= 64 || (screened && screen_mid_sized(p)))) return true;
-  return (p.n >= 100000 || p.k >= 512) &&
-         p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)) >= (int64_t{15} << 20);
+  return (p.n >= 100000 || p.k >= 512) && input_bytes(p) >= (int64_t{15} << 20);
 }
 
 // Screening the delegates' candidates (screen_kernel.cuh) for the finish kernel, where it
