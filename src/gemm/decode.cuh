@@ -62,9 +62,10 @@ struct DecodeArgs {
 
 // A consumer warpgroup's fragment (rows 64 * wg.., m64nkMP layout) to the CTA that owns
 // its rows: a warp's 16 rows have one owner (a rank owns a multiple of 16 rows). Remote
-// stores do not wait for an answer; the next cluster barrier publishes them.
+// stores do not wait for an answer; the next cluster barrier publishes them. Only A's M
+// real rows (the fragment's columns below M) travel: at M = 1 one store in eight.
 template <int kMP>
-FLYOPS_DEVICE void push_partial(float* recv, const float (&acc)[kMP / 2], int wg, int parts, int rank) {
+FLYOPS_DEVICE void push_partial(float* recv, const float (&acc)[kMP / 2], int wg, int parts, int rank, int M) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
   const int rows = kDecodeRows / parts, row0 = 64 * wg + 16 * w;
   const int owner = row0 / rows;
@@ -75,6 +76,7 @@ FLYOPS_DEVICE void push_partial(float* recv, const float (&acc)[kMP / 2], int wg
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = l / 4 + 8 * h, c = 8 * j + 2 * (l % 4);
+      if (c >= M) continue;
       const float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
       const int off = r * Partials<kMP>::kLd + c;
       if (parts > 1)
@@ -155,12 +157,12 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
   if (parts > 1) {
     tile::cluster_sync();
     t_sync1 = trace_now();
-    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank);
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, parts, rank, static_cast<int>(args.M));
     tile::cluster_sync();
   } else {
     __syncthreads();
     t_sync1 = trace_now();
-    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, 1, 0);
+    if (wg > 0) push_partial<kMP>(recv, acc, wg - 1, 1, 0, static_cast<int>(args.M));
     __syncthreads();
   }
   t_sync2 = trace_now();
