@@ -37,7 +37,7 @@ struct GemmParams {
   const void* d = nullptr;
   int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
   int cluster = 0;   // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
-  int epilogue = 0;  // 1: C from registers even where TMA stores could write it (tuning hook)
+  int epilogue = 0;  // 1: C by the lanes' copies even where TMA stores could write it (tuning hook)
   int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
   int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
   int group_rows = 0;  // wide kernel: tile rows per band of its tile order (2 to 64, even); 0: the default (tuning hook)

@@ -1,10 +1,13 @@
 // Accumulators to C: c = alpha * acc + beta * d in fp32, rounded once to the output type
 // (round to nearest even). beta == 0 never reads d (PyTorch's rule: NaN or inf there must
 // not leak). d's strides may be 0, so a bias (N), a column (M, 1) or a full (M, N) addend
-// all come through one path. Two ways out:
-//   store_tile_tma: through swizzled staging buffers in shared memory (stmatrix) and TMA
-//     stores, which clip the edges and drain while the next tile's mainloop runs;
-//   store_tile: straight from registers with edge checks, for a C that TMA cannot describe.
+// all come through one path. Both ways out stage a warp's rows in swizzled buffers in
+// shared memory (stmatrix); then
+//   store_tile_tma: TMA stores, which clip the edges and drain while the next tile's
+//     mainloop runs;
+//   store_tile_staged: for a C that TMA cannot describe (rows not 16-byte aligned, N not a
+//     multiple of 8), the warp's lanes copy each staged row out with coalesced 2-byte stores
+//     and edge checks.
 #pragma once
 
 #include <cstdint>
@@ -39,35 +42,6 @@ FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const Epilogu
   }
 }
 
-// wgmma m64nN fragment: warp w of the warpgroup holds rows 16w..16w+15; lane l holds row
-// 16w + l/4 (and + 8) at columns 8j + 2(l%4) (and + 1), j = 0 .. N/8 - 1. The two
-// neighbouring columns go out as one 4-byte store when C's rows are 4-byte aligned.
-template <int kBN, typename T>
-FLYOPS_DEVICE void store_tile(const float (&acc)[kBN / 2], const EpilogueArgs<T>& e, int64_t M, int64_t N,
-                              int64_t row0, int64_t col0) {
-  const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
-  const bool pairs = e.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(e.c) % (2 * sizeof(T)) == 0;
-#pragma unroll
-  for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = row0 + 16 * w + l / 4 + 8 * h, col = col0 + 8 * j + 2 * (l % 4);
-      if (r >= M || col >= N) continue;
-      float v[2];
-      epilogue_pair(v, &acc[4 * j + 2 * h], e, r, col, M, N);
-      T* dst = e.c + r * e.ldc + col;
-      if (pairs && col + 1 < N) {
-        struct alignas(2 * sizeof(T)) Pair {
-          T lo, hi;
-        };
-        *reinterpret_cast<Pair*>(dst) = Pair{tile::from_float<T>(v[0]), tile::from_float<T>(v[1])};
-      } else {
-        dst[0] = tile::from_float<T>(v[0]);
-        if (col + 1 < N) dst[1] = tile::from_float<T>(v[1]);
-      }
-    }
-}
-
 // The staged epilogue's forms, chosen once per launch (epilogue_form) so that the per-element
 // work is what the call needs: C = acc (mm, bmm), alpha * acc, a bias row (F.linear's
 // addmm: d with strides (0, 1)), or the general addend (any broadcast, checked per element).
@@ -82,15 +56,33 @@ FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e, int64_t batch_stride_d
   return row ? EpiForm::kBias : EpiForm::kGeneral;
 }
 
+// Box q's 16 x 64 staged in the 128-byte swizzle (chunk c of row r at r * 128 + (c ^ r % 8)
+// * 16) to C's rows wrow0 .. + 15, columns col0 .. + 63, by the warp's lanes: half a row (32
+// columns, 64 contiguous bytes) per store instruction, anything past M or N skipped.
+template <typename T>
+FLYOPS_DEVICE void copy_box_out(const unsigned char* box, const EpilogueArgs<T>& e, int64_t M, int64_t N,
+                                int64_t wrow0, int64_t col0) {
+  const int l = threadIdx.x % 32;
+#pragma unroll 4
+  for (int i = 0; i < 2 * kStoreRows; ++i) {
+    const int r = i / 2, c = 32 * (i % 2) + l;
+    const int64_t row = wrow0 + r, col = col0 + c;
+    if (row >= M || col >= N) continue;
+    const T v = *reinterpret_cast<const T*>(box + r * 128 + (((c / 8) ^ (r % 8)) << 4) + (c % 8) * 2);
+    e.c[row * e.ldc + col] = v;
+  }
+}
+
 // A consumer warp's 16 x 256 rows of the tile (rows row0 + 16w ..) as four boxes of
 // 16 x 64 (kStoreBoxBytes, the TMA store's 128-byte swizzle) through this warp's two
 // buffers at `staging` (1024-aligned): box q goes into buffer q % 2 once the store of box
-// q - 2 has read it, by stmatrix (tile::stmatrix_box_16x64), then lane 0 stores it.
-// Only the warp synchronises. With N % 8 == 0 (the TMA path), an even column below N has
-// its neighbour below N too, so a bias is read in pairs.
-template <EpiForm kForm, typename T>
-FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
-                                  unsigned char* staging, int64_t M, int64_t N, int row0, int col0, int z) {
+// q - 2 has read it, by stmatrix (tile::stmatrix_box_16x64), then lane 0 stores it (kTma)
+// or the lanes copy it out (copy_box_out). Only the warp synchronises. A bias is read in
+// pairs: the host picks kBias only where N is even (on the TMA path a multiple of 8), so an
+// even column below N has its neighbour below N too.
+template <EpiForm kForm, bool kTma, typename T>
+FLYOPS_DEVICE void store_warp(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
+                              unsigned char* staging, int64_t M, int64_t N, int row0, int col0, int z) {
   const int w = (threadIdx.x % 128) / 32, l = threadIdx.x % 32;
   const int wrow0 = row0 + 16 * w;
   const uint32_t lane_addr = tile::box_lane_addr(tile::smem_addr(staging));
@@ -106,8 +98,9 @@ FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>
         bias[j] = make_float2(e.beta * b.x, e.beta * b.y);
       }
     }
-    if (l == 0) tile::tma_store_wait<1>();
-    __syncwarp();
+    if constexpr (kTma)
+      if (l == 0) tile::tma_store_wait<1>();
+    __syncwarp();  // (without TMA: every lane's copy of box q - 2 out of this buffer is done)
     tile::stmatrix_box_16x64(lane_addr + (q % 2) * kStoreBoxBytes, [&](int c, int h) {
       const int jj = 8 * q + c;
       const float* a2 = &acc[4 * jj + 2 * h];
@@ -123,27 +116,33 @@ FLYOPS_DEVICE void store_warp_tma(const float (&acc)[128], const EpilogueArgs<T>
       }
       return tile::pack2<T>(v[0], v[1]);
     });
-    tile::fence_proxy_async();  // the staging writes, visible to the TMA store
-    __syncwarp();
-    if (l == 0) {
-      tile::tma_store(map_c, staging + (q % 2) * kStoreBoxBytes, col0 + 64 * q, wrow0, z);
-      tile::tma_store_commit();
+    if constexpr (kTma) {
+      tile::fence_proxy_async();  // the staging writes, visible to the TMA store
+      __syncwarp();
+      if (l == 0) {
+        tile::tma_store(map_c, staging + (q % 2) * kStoreBoxBytes, col0 + 64 * q, wrow0, z);
+        tile::tma_store_commit();
+      }
+    } else {
+      __syncwarp();  // every lane's stmatrix is in place
+      copy_box_out(staging + (q % 2) * kStoreBoxBytes, e, M, N, wrow0, col0 + 64 * q);
     }
   }
 }
 
-// One consumer warpgroup's 64 x 256 rows through TMA stores, each warp its own 16 rows (its
-// kWarpStagingBytes of `staging`); the form is uniform over the launch.
-template <typename T>
-FLYOPS_DEVICE void store_tile_tma(const float (&acc)[128], const EpilogueArgs<T>& e, EpiForm form,
-                                  const CUtensorMap* map_c, unsigned char* staging, int64_t M, int64_t N, int row0,
-                                  int col0, int z) {
+// One consumer warpgroup's 64 x 256 rows, each warp its own 16 rows (its kWarpStagingBytes
+// of `staging`), through TMA stores (kTma) or the lanes' copies; the form is uniform over
+// the launch.
+template <bool kTma, typename T>
+FLYOPS_DEVICE void store_tile_staged(const float (&acc)[128], const EpilogueArgs<T>& e, EpiForm form,
+                                     const CUtensorMap* map_c, unsigned char* staging, int64_t M, int64_t N, int row0,
+                                     int col0, int z) {
   unsigned char* mine = staging + ((threadIdx.x % 128) / 32) * kWarpStagingBytes;
   switch (form) {
-    case EpiForm::kPlain: store_warp_tma<EpiForm::kPlain>(acc, e, map_c, mine, M, N, row0, col0, z); break;
-    case EpiForm::kScale: store_warp_tma<EpiForm::kScale>(acc, e, map_c, mine, M, N, row0, col0, z); break;
-    case EpiForm::kBias: store_warp_tma<EpiForm::kBias>(acc, e, map_c, mine, M, N, row0, col0, z); break;
-    default: store_warp_tma<EpiForm::kGeneral>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    case EpiForm::kPlain: store_warp<EpiForm::kPlain, kTma>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    case EpiForm::kScale: store_warp<EpiForm::kScale, kTma>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    case EpiForm::kBias: store_warp<EpiForm::kBias, kTma>(acc, e, map_c, mine, M, N, row0, col0, z); break;
+    default: store_warp<EpiForm::kGeneral, kTma>(acc, e, map_c, mine, M, N, row0, col0, z); break;
   }
 }
 

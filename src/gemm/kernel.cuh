@@ -24,7 +24,7 @@ struct KernelArgs {
   int64_t batch_stride_c, batch_stride_d;
   Scheduler sched;
   EpilogueArgs<T> epi;
-  bool tma_store;  // C through map_c (else straight from registers)
+  bool tma_store;  // C through map_c (else the lanes copy the staged rows out)
   EpiForm form;    // the staged epilogue's form (epilogue_form of epi)
 };
 
@@ -37,6 +37,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
                 const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T> args) {
   using namespace flyops;
   using namespace flyops::gemm;
+  static_assert(Cfg::kTmaStore, "the epilogue stages C in shared memory");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
   // The stages start on a 1024-byte boundary (the 128-byte swizzle's atom).
@@ -78,13 +79,10 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
       e.c += tc.z * args.batch_stride_c;
       if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
       const int row0 = tc.m * Cfg::kBM + 64 * (wg - 1), col0 = tc.n * Cfg::kBN;
-      if constexpr (Cfg::kTmaStore) {
-        if (args.tma_store) {
-          store_tile_tma<T>(acc, e, args.form, &map_c, staging, args.M, args.N, row0, col0, tc.z);
-          continue;
-        }
-      }
-      store_tile<Cfg::kBN>(acc, e, args.M, args.N, row0, col0);
+      if (args.tma_store)
+        store_tile_staged<true>(acc, e, args.form, &map_c, staging, args.M, args.N, row0, col0, tc.z);
+      else
+        store_tile_staged<false>(acc, e, args.form, &map_c, staging, args.M, args.N, row0, col0, tc.z);
     }
     if (args.tma_store && threadIdx.x % 32 == 0) tile::tma_store_drain();  // each warp's lane 0 stored
   }

@@ -93,6 +93,8 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
   args.tma_store = Cfg::kTmaStore && tma_c;
   args.form = gemm::epilogue_form(args.epi, args.batch_stride_d);
+  // A bias is read in pairs (epilogue.cuh): with N odd the last pair would run past it.
+  if (args.form == gemm::EpiForm::kBias && p.N % 2 != 0) args.form = gemm::EpiForm::kGeneral;
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -120,7 +122,7 @@ Status launch_layout(const GemmParams& p, bool tma_c, const CUtensorMap& ma, con
 // C's tensor map for the TMA-store epilogue: {N, M, batch} in 16 x 64 boxes. Only for rows
 // of whole 16-byte chunks: at the inner edge TMA stores write whole chunks (measured on the
 // H200: N % 8 != 0 overwrote the padding after row ends), so the other widths take the
-// register epilogue.
+// lanes' copies of the staged rows (epilogue.cuh).
 tile::TmaShape output_shape(const GemmParams& p) {
   tile::TmaShape s;
   s.rank = 3;

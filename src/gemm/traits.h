@@ -40,15 +40,15 @@ struct Operand {
   }
 };
 
-// The epilogue's TMA-store staging: each consumer warp stores its 16 rows in boxes of
-// 16 x 64 (2 KB, the TMA store's 128-byte swizzle) through two buffers of its own.
+// The epilogue's staging: each consumer warp stores its 16 rows in boxes of 16 x 64 (2 KB,
+// the TMA store's 128-byte swizzle) through two buffers of its own.
 inline constexpr int kStoreCols = 64, kStoreRows = 16;
 inline constexpr uint32_t kStoreBoxBytes = kStoreRows * kStoreCols * 2;
 inline constexpr uint32_t kWarpStagingBytes = 2 * kStoreBoxBytes;
 
 // A tile configuration: kBM x kBN output tiles (two consumer warpgroups of 64 rows each),
 // K blocks of kBK, a ring of kStages.
-//   Wide:   128 x 256, 4 stages of 48 KB, TMA-store staging: the compute-bound kernel.
+//   Wide:   128 x 256, 4 stages of 48 KB, epilogue staging: the compute-bound kernel.
 //   Decode (decode.cuh): 128 x 16 or 128 x 64, 4 stages, no staging: the transposed
 //           problem of a few rows of A against a weight matrix.
 template <int kBM_, int kBN_, int kStages_, bool kTmaStore_>
@@ -63,7 +63,7 @@ struct Config {
     static_assert(A::kBytes + B::kBytes == kStageBytes, "stage size independent of layout");
   };
   static constexpr uint32_t kStagingBytes = kTmaStore ? 4 * kWarpStagingBytes : 0;  // per consumer warpgroup
-  static_assert(!kTmaStore || kBN == 256, "the TMA-store epilogue writes a warp's 16 x 256 rows as four boxes");
+  static_assert(!kTmaStore || kBN == 256, "the staged epilogue writes a warp's 16 x 256 rows as four boxes");
   // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
   static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");

@@ -4,8 +4,9 @@
 //
 // Classes:
 //   C's rows not 16-byte aligned (ldc % 8 != 0: N % 8 != 0 for a fresh output), N >= 1000
-//   and K >= 768: cuBLAS falls back to slow kernels there; flyops' register epilogue
-//   writes any row. Session of 2026-11-29 (late), runs 3 and 10 (5b6bbe8, f3335db):
+//   and K >= 768: cuBLAS falls back to slow kernels there; flyops' epilogue writes any
+//   row (through shared memory and the lanes' stores since v16; measured with v0-v15's
+//   register epilogue, which was slower). Session of 2026-11-29 (late), runs 3 and 10 (5b6bbe8, f3335db):
 //   4097x4097x4096 5.75x, 8192x4095x8192 6.5x, 2048x1001x4096 3.5x, GPT-2's LM head
 //   4096x50257x768 2.9x, 16x50257x768 3.3x, 1x50257x768 1.27x, and batched 8 x
 //   2048x4095x4096 6.2x. Outside it stock wins: N < 1000 (113x203x4096 0.31x, 512x203x4096

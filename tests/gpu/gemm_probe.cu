@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     };
     auto ours = [&] { flyops::gemm_run(p); };
     // Variants through the tuning hooks: (cluster, epilogue) = single CTAs with the
-    // register epilogue, single CTAs with TMA stores, pairs with TMA stores.
+    // lanes' stores of C, single CTAs with TMA stores, pairs with TMA stores.
     const int variants[3][2] = {{1, 1}, {1, 0}, {2, 0}};
     stock();
     if (sup.ok) ours();

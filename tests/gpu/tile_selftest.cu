@@ -404,7 +404,7 @@ struct GemmCase {
   float alpha = 1.f, beta = 0.f;
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
   int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
-  bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the register epilogue
+  bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the lanes copy C out
   bool wide = false;     // the wide kernel even where the decode path applies
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
   int d_offset = 0;      // d starts this many elements into its buffer (1: a bias not 4-byte aligned)
@@ -837,6 +837,11 @@ int main() {
   }
   test_gemm({130, 300, 64, true, true, false, 1, 0, 2.f, 1.f, 3, 0, true});
   test_gemm({130, 300, 64, false, true, false, 3, 0, 1.f, 1.f, 1, 1, true});
+  // N odd: no TMA store, so the lanes copy C out; a bias there is read per element (its
+  // last pair would run past it).
+  test_gemm({129, 257, 520, true, true, false, 1, 0, 1.f, 1.f, 1});
+  test_gemm({300, 1001, 136, true, false, true, 2, 0, 2.f, 0.5f, 1});
+  test_gemm({300, 1001, 136, false, true, false, 1, 0, 1.f, 0.f, 0, 2});
   // The decode path (M <= 64) on every layout, with and without it (the wide kernel):
   // both padded widths (16, 64), K cut into 1 to 8 cluster parts, K and N tails.
   for (int layout = 0; layout < 4; ++layout) {
