@@ -10,8 +10,13 @@
 //   4097x4097x4096 5.75x, 8192x4095x8192 6.5x, 2048x1001x4096 3.5x, GPT-2's LM head
 //   4096x50257x768 2.9x, 16x50257x768 3.3x, 1x50257x768 1.27x, and batched 8 x
 //   2048x4095x4096 6.2x. Outside it stock wins: N < 1000 (113x203x4096 0.31x, 512x203x4096
-//   0.40x: a handful of tiles) and short K (attention scores as a bmm, 32 x 1001x1001x128
-//   0.84x, 16 x 512x1001x64 0.58x: a tile's two k-blocks do not pay for its epilogue).
+//   0.40x: a handful of tiles; 0.35x / 0.55x with v16's epilogue).
+//   The same rows with short K (64 <= K < 768) where the call has at least 256 tiles (two
+//   waves): attention scores as a bmm, which lost to cuBLAS with the register epilogue
+//   (32 x 1001x1001x128 0.84x, 16 x 512x1001x64 0.58x: a tile's one or two k-blocks did not
+//   pay for it) and win since v16 staged it (sixteenth session run 14, `--tune --passes
+//   odd`: 2.78x and 1.60x; 4096x50257x768 6.1x, 4097x4097x4096 7.1x in the same run). Fewer
+//   tiles at short K were not measured, so stock.
 // Aligned shapes measure 0.87-1.0x of cuBLAS (prefill) and 0.6-1.0x (decode), so none of
 // them routes to flyops yet; the table fills class by class as the kernel passes stock.
 #pragma once
@@ -26,16 +31,21 @@ struct ShapeClass {
   int64_t min_m, min_n, min_k;  // the call's M, N, K are at least these
   int64_t max_m;                // and M at most this
   bool c_unaligned;             // only where C's rows are not 16-byte aligned (ldc % 8 != 0)
+  int64_t min_tiles;            // and the call has at least this many 128 x 256 tiles (all batches)
 };
 
 inline constexpr ShapeClass kFasterThanStock[] = {
-    {1, 1000, 768, INT64_MAX, true},  // C's rows unaligned, N >= 1000, K >= 768
+    {1, 1000, 768, INT64_MAX, true, 0},   // C's rows unaligned, N >= 1000, K >= 768
+    {1, 1000, 64, INT64_MAX, true, 256},  // the same at short K, two waves of tiles or more
 };
+
+inline int64_t wide_tiles(const GemmParams& p) { return (p.M + 127) / 128 * ((p.N + 255) / 256) * p.batch; }
 
 inline bool measured_faster(const GemmParams& p) {
   const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
-    if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned))
+    if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned) &&
+        (c.min_tiles == 0 || wide_tiles(p) >= c.min_tiles))
       return true;
   return false;
 }

@@ -84,8 +84,8 @@ TEST(GemmSupports, LayoutsAndBatches) {
 // each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
 // numbers) stay inside a band of group_rows tile rows (the default and the tuning hook's).
 // The router's measured table (src/gemm/tuned_table.h): flyops where C's rows are not
-// 16-byte aligned, N >= 1000 and K >= 768, stock elsewhere, and never without the
-// kernel's support.
+// 16-byte aligned and N >= 1000, with K >= 768 or (K >= 64 and at least 256 tiles), stock
+// elsewhere, and never without the kernel's support.
 TEST(GemmRouter, TableClasses) {
   ASSERT_EQ(gemm_forced(), 0);
   EXPECT_TRUE(gemm_choose(params(4096, 50257, 768), kH200).flyops);
@@ -100,14 +100,18 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(padded, kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(4096, 50257, 768), fake_device_info(8, 0, 108)).flyops);
   EXPECT_FALSE(gemm_choose(params(4097, 4097, 4097), kH200).flyops);  // K = 4097: TMA cannot
-  auto batched = [](int64_t M, int64_t N, int64_t K) {
+  auto batched = [](int64_t M, int64_t N, int64_t K, int64_t batch = 8) {
     GemmParams p = params(M, N, K);
-    p.batch = 8;
+    p.batch = batch;
     p.a.batch_stride = M * K, p.b.batch_stride = N * K, p.batch_stride_c = M * N;
     return p;
   };
   EXPECT_TRUE(gemm_choose(batched(2048, 4095, 4096), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128), kH200).flyops);  // short K: stock
+  EXPECT_TRUE(gemm_choose(batched(1001, 1001, 128), kH200).flyops);      // short K, 256 tiles
+  EXPECT_TRUE(gemm_choose(batched(512, 1001, 64, 16), kH200).flyops);    // 256 tiles
+  EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128, 4), kH200).flyops);  // 128 tiles: stock
+  EXPECT_FALSE(gemm_choose(batched(512, 1001, 32, 64), kH200).flyops);   // K < 64: stock
+  EXPECT_FALSE(gemm_choose(params(1001, 1001, 128), kH200).flyops);      // one call, 32 tiles
 }
 
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {

@@ -417,15 +417,17 @@ def test_gemm_router_and_force_modes():
 
 
 def test_gemm_router_table_classes():
-    """Mode 0: the measured table sends C's unaligned rows (N % 8 != 0, N >= 1000, K >= 768)
-    to flyops and everything else to stock, saying why."""
+    """Mode 0: the measured table sends C's unaligned rows (N % 8 != 0, N >= 1000, K >= 768,
+    or K >= 64 over at least 256 tiles) to flyops and everything else to stock, saying why."""
     r = torch.ops.flyops._route_gemm
     assert r(*_gemm_operands(4096, 50257, 768, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
     assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
     for shape in ((4096, 4096, 4096), (113, 203, 4096), (1, 4096, 4096), (1001, 1001, 128)):
         assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
+    # attention scores as a bmm: short K, flyops over 32 heads (1024 tiles), stock over 4 (128)
     q, k = torch.empty(32, 1001, 128, dtype=torch.bfloat16), torch.empty(32, 1001, 128, dtype=torch.bfloat16)
-    assert "tuned_table" in r(q, k.transpose(-1, -2))  # attention scores: short K, stock
+    assert r(q, k.transpose(-1, -2)) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+    assert "tuned_table" in r(q[:4], k[:4].transpose(-1, -2))
     x, w = torch.empty(8, 2048, 4096, dtype=torch.bfloat16), torch.empty(8, 4095, 4096, dtype=torch.bfloat16)
     assert r(x, w.transpose(-1, -2)) == "flyops_gemm<bf16,A:k-major,B:k-major>"
 

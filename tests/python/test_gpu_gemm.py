@@ -578,16 +578,18 @@ def test_router_sends_unaligned_rows_to_flyops(shape):
 
 def test_router_sends_unaligned_batched_rows_to_flyops():
     """The class holds for bmm too (K >= 768); attention scores over an odd length (short K)
-    stay stock. Exact on small integers either way."""
+    go to flyops from two waves of tiles (16 x 1001 x 1001: 512 tiles) and stay stock below
+    (4 x: 128 tiles). Exact on small integers either way."""
     a, b = operands(300, 1003, 776, torch.bfloat16, "nt", batch=3)
     out, where = went(lambda: a @ b)
     assert where == "flyops"
     check_route(a, b, where, forced=False)
     check_exact(out, ref64(a, b), where, lambda: a @ b, "bmm 3 x 300x1003x776")
-    q, k = operands(1001, 1001, 128, torch.bfloat16, "nt", batch=4)
-    out, where = went(lambda: q @ k)
-    assert where == "stock"
-    check_exact(out, ref64(q, k), where, lambda: q @ k, "scores 4 x 1001x1001x128")
+    for batch, route in ((4, "stock"), (16, "flyops")):
+        q, k = operands(1001, 1001, 128, torch.bfloat16, "nt", batch=batch)
+        out, where = went(lambda: q @ k)
+        assert where == route
+        check_exact(out, ref64(q, k), where, lambda: q @ k, f"scores {batch} x 1001x1001x128")
 
 
 # ---- the public API: nn.Linear with autograd, compile, graphs, autocast, determinism ----------
