@@ -17,6 +17,7 @@
 
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/mbarrier.h"
+#include "flyops/tile/tma.h"
 
 namespace {
 
@@ -126,6 +127,51 @@ __global__ void stream_bulk(const char* a, size_t bytes, unsigned* out) {
   if (acc == 0x9e3779b9u) out[0] = acc;
 }
 
+// The decode kernel's access shape: TMA boxes of 128 rows x 64 bf16 (128 bytes a row, 128-byte
+// swizzle) of a K-major weight matrix (K = 4096: rows 8 KB apart). A stage holds kRun boxes
+// at consecutive K (so each row is read in runs of 128 kRun bytes); 128 KB in flight a CTA.
+constexpr int kK = 4096, kBoxRows = 128, kBoxK = 64;
+constexpr uint32_t kBoxBytes = kBoxRows * kBoxK * 2;
+template <int kRun>
+__global__ void stream_boxes(const __grid_constant__ CUtensorMap map, int row_blocks, unsigned* out) {
+  constexpr int kSt = 8 / kRun;  // stages: 8 boxes in flight
+  extern __shared__ __align__(128) char smem_raw[];
+  __shared__ uint64_t full[8];
+  char* smem = smem_raw + ((1024u - (flyops::tile::smem_addr(smem_raw) & 1023u)) & 1023u);  // swizzle 128B
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < kSt; ++s) flyops::tile::mbarrier_init(&full[s], 1);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const int runs = kK / (kBoxK * kRun);
+  // CTA c takes an even share of the (row block, run) items, runs of a row block in order
+  // (as the decode kernel's K parts do).
+  const int total = row_blocks * runs;
+  const int first = static_cast<int>(int64_t{total} * blockIdx.x / gridDim.x);
+  const int items = static_cast<int>(int64_t{total} * (blockIdx.x + 1) / gridDim.x) - first;
+  uint32_t phase[8] = {};
+  int issued = 0, done = 0;
+  auto issue = [&](int it) {
+    const int s = issued % kSt;
+    flyops::tile::mbarrier_arrive_expect_tx(&full[s], kRun * kBoxBytes);
+    const int rb = (first + it) / runs, run = (first + it) % runs;
+    for (int q = 0; q < kRun; ++q)
+      flyops::tile::tma_load(smem + (s * kRun + q) * kBoxBytes, &map, &full[s], (run * kRun + q) * kBoxK,
+                             rb * kBoxRows);
+    ++issued;
+  };
+  int it = 0;
+  for (; it < kSt && it < items; ++it) issue(it);
+  unsigned acc = 0;
+  while (done < issued) {
+    const int s = done % kSt;
+    flyops::tile::mbarrier_wait(&full[s], phase[s]);
+    phase[s] ^= 1;
+    acc ^= static_cast<unsigned char>(smem[s * kRun * kBoxBytes]);
+    ++done;
+    if (it < items) issue(it++);
+  }
+  if (acc == 0x9e3779b9u) out[0] = acc;
+}
+
 __global__ void fill(uint32_t* p, size_t n) {
   for (size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
     p[i] = static_cast<uint32_t>(i * 2654435761u) | 1u;
@@ -147,16 +193,35 @@ int main() {
   const int bulk_smem = kStages * kChunk;
   CHECK(cudaFuncSetAttribute(stream_bulk<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
   CHECK(cudaFuncSetAttribute(stream_bulk<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bulk_smem));
+  const int box_smem = 8 * kBoxBytes + 1024;
+  CHECK(cudaFuncSetAttribute(stream_boxes<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, box_smem));
+  CHECK(cudaFuncSetAttribute(stream_boxes<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, box_smem));
+  CHECK(cudaFuncSetAttribute(stream_boxes<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, box_smem));
+  CHECK(cudaFuncSetAttribute(stream_boxes<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, box_smem));
   CHECK(cudaDeviceSynchronize());
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
 
-  const size_t sizes[] = {size_t{32} << 20, size_t{64} << 20, size_t{112} << 20, size_t{256} << 20, max_bytes};
+  const size_t sizes[] = {size_t{32} << 20, size_t{64} << 20, size_t{112} << 20, size_t{256} << 20};
   const char* flush_names[] = {"memset", "read"};
   for (size_t bytes : sizes) {
     for (int fk = 0; fk < 2; ++fk) {
-      for (int form = 0; form < kNumVecForms + 2; ++form) {
+      flyops::tile::TmaShape shape;
+      shape.base = data;
+      shape.dims[0] = kK;
+      shape.dims[1] = bytes / (2 * kK);
+      shape.strides_bytes[0] = 2 * kK;
+      shape.box[0] = kBoxK;
+      shape.box[1] = kBoxRows;
+      shape.swizzle = flyops::tile::Swizzle::k128B;
+      CUtensorMap map;
+      if (!flyops::tile::tma_encode(&map, shape, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)) {
+        std::printf("tensor map encode failed\n");
+        return 1;
+      }
+      const int row_blocks = static_cast<int>(shape.dims[1] / kBoxRows);
+      for (int form = 0; form < kNumVecForms + 6; ++form) {
         std::vector<float> ms;
         for (int rep = 0; rep < 25; ++rep) {
           if (fk == 0)
@@ -172,7 +237,11 @@ int main() {
             case kNoAllocHintFirst: stream_vec<kNoAllocHintFirst><<<sms * 8, 256>>>(a, bytes / 16, out); break;
             case kNcNoAllocHintFirst: stream_vec<kNcNoAllocHintFirst><<<sms * 8, 256>>>(a, bytes / 16, out); break;
             case kNumVecForms: stream_bulk<false><<<sms, 32, bulk_smem>>>(data, bytes, out); break;
-            default: stream_bulk<true><<<sms, 32, bulk_smem>>>(data, bytes, out); break;
+            case kNumVecForms + 1: stream_bulk<true><<<sms, 32, bulk_smem>>>(data, bytes, out); break;
+            case kNumVecForms + 2: stream_boxes<1><<<sms, 32, box_smem>>>(map, row_blocks, out); break;
+            case kNumVecForms + 3: stream_boxes<2><<<sms, 32, box_smem>>>(map, row_blocks, out); break;
+            case kNumVecForms + 4: stream_boxes<4><<<sms, 32, box_smem>>>(map, row_blocks, out); break;
+            default: stream_boxes<8><<<sms, 32, box_smem>>>(map, row_blocks, out); break;
           }
           CHECK(cudaEventRecord(e1));
           CHECK(cudaEventSynchronize(e1));
@@ -183,7 +252,9 @@ int main() {
         CHECK(cudaGetLastError());
         std::sort(ms.begin(), ms.end());
         const float med = ms[ms.size() / 2];
-        const char* name = form < kNumVecForms ? kFormNames[form] : form == kNumVecForms ? "bulk" : "bulk.L2::evict_first";
+        const char* kExtra[] = {"bulk", "bulk.L2::evict_first", "TMA boxes, rows in runs of 128 B",
+                                "TMA boxes, runs of 256 B", "TMA boxes, runs of 512 B", "TMA boxes, runs of 1 KB"};
+        const char* name = form < kNumVecForms ? kFormNames[form] : kExtra[form - kNumVecForms];
         std::printf("%6zu MiB  flush=%-6s  %-40s %8.1f us  %7.0f GB/s\n", bytes >> 20, flush_names[fk], name,
                     med * 1e3, bytes / (med * 1e-3) / 1e9);
       }
