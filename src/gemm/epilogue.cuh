@@ -1,13 +1,11 @@
 // Accumulators to C: c = alpha * acc + beta * d in fp32, rounded once to the output type
 // (round to nearest even). beta == 0 never reads d (PyTorch's rule: NaN or inf there must
 // not leak). d's strides may be 0, so a bias (N), a column (M, 1) or a full (M, N) addend
-// all come through one path. Both ways out stage a warp's rows in swizzled buffers in
-// shared memory (stmatrix); then
-//   store_tile_tma: TMA stores, which clip the edges and drain while the next tile's
-//     mainloop runs;
-//   store_tile_staged: for a C that TMA cannot describe (rows not 16-byte aligned, N not a
-//     multiple of 8), the warp's lanes copy each staged row out with coalesced 2-byte stores
-//     and edge checks.
+// all come through one path. store_tile_staged stages a warp's rows in swizzled buffers in
+// shared memory (stmatrix), then either
+//   kTma: TMA stores, which clip the edges and drain while the next tile's mainloop runs;
+//   or, for a C that TMA cannot describe (rows not 16-byte aligned, N not a multiple of 8),
+//   the warp's lanes copy each staged row out with coalesced 2-byte stores and edge checks.
 #pragma once
 
 #include <cstdint>
