@@ -45,18 +45,19 @@ FLYOPS_DEVICE void epilogue_pair(float (&v)[2], const float* acc2, const Epilogu
 // addmm: d with strides (0, 1)), or the general addend (any broadcast, checked per element).
 enum class EpiForm : int { kPlain, kScale, kBias, kGeneral };
 
-// A bias is read in pairs, so it must start 4-byte aligned in every batch entry.
+// A bias is read in pairs, so it must start 4-byte aligned in every batch entry and N be
+// even (an even column below N then has its neighbour below N too).
 template <typename T>
-FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e, int64_t batch_stride_d) {
+FLYOPS_HD EpiForm epilogue_form(const EpilogueArgs<T>& e, int64_t batch_stride_d, int64_t N) {
   if (e.d == nullptr) return e.alpha == 1.f ? EpiForm::kPlain : EpiForm::kScale;
   const bool row = e.d_stride_m == 0 && e.d_stride_n == 1 && reinterpret_cast<uintptr_t>(e.d) % 4 == 0 &&
-                   batch_stride_d % 2 == 0;
+                   batch_stride_d % 2 == 0 && N % 2 == 0;
   return row ? EpiForm::kBias : EpiForm::kGeneral;
 }
 
-// Box q's 16 x 64 staged in the 128-byte swizzle (chunk c of row r at r * 128 + (c ^ r % 8)
-// * 16) to C's rows wrow0 .. + 15, columns col0 .. + 63, by the warp's lanes: half a row (32
-// columns, 64 contiguous bytes) per store instruction, anything past M or N skipped.
+// Box q's 16 x 64 staged in the 128-byte swizzle (tile::box_offset_16x64) to C's rows
+// wrow0 .. + 15, columns col0 .. + 63, by the warp's lanes: half a row (32 columns, 64
+// contiguous bytes) per store instruction, anything past M or N skipped.
 template <typename T>
 FLYOPS_DEVICE void copy_box_out(const unsigned char* box, const EpilogueArgs<T>& e, int64_t M, int64_t N,
                                 int64_t wrow0, int64_t col0) {
@@ -66,7 +67,7 @@ FLYOPS_DEVICE void copy_box_out(const unsigned char* box, const EpilogueArgs<T>&
     const int r = i / 2, c = 32 * (i % 2) + l;
     const int64_t row = wrow0 + r, col = col0 + c;
     if (row >= M || col >= N) continue;
-    const T v = *reinterpret_cast<const T*>(box + r * 128 + (((c / 8) ^ (r % 8)) << 4) + (c % 8) * 2);
+    const T v = *reinterpret_cast<const T*>(box + tile::box_offset_16x64(r, c));
     e.c[row * e.ldc + col] = v;
   }
 }
@@ -76,8 +77,7 @@ FLYOPS_DEVICE void copy_box_out(const unsigned char* box, const EpilogueArgs<T>&
 // buffers at `staging` (1024-aligned): box q goes into buffer q % 2 once the store of box
 // q - 2 has read it, by stmatrix (tile::stmatrix_box_16x64), then lane 0 stores it (kTma)
 // or the lanes copy it out (copy_box_out). Only the warp synchronises. A bias is read in
-// pairs: the host picks kBias only where N is even (on the TMA path a multiple of 8), so an
-// even column below N has its neighbour below N too.
+// pairs (epilogue_form picks kBias only where that stays inside it).
 template <EpiForm kForm, bool kTma, typename T>
 FLYOPS_DEVICE void store_warp(const float (&acc)[128], const EpilogueArgs<T>& e, const CUtensorMap* map_c,
                               unsigned char* staging, int64_t M, int64_t N, int row0, int col0, int z) {

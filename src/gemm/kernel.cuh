@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
                 const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T> args) {
   using namespace flyops;
   using namespace flyops::gemm;
-  static_assert(Cfg::kTmaStore, "the epilogue stages C in shared memory");
+  static_assert(Cfg::kStaged, "the epilogue stages C in shared memory");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
   // The stages start on a 1024-byte boundary (the 128-byte swizzle's atom).

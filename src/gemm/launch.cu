@@ -91,10 +91,8 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
   args.batch_stride_d = use_d ? p.batch_stride_d : 0;
   args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
                                    use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
-  args.tma_store = Cfg::kTmaStore && tma_c;
-  args.form = gemm::epilogue_form(args.epi, args.batch_stride_d);
-  // A bias is read in pairs (epilogue.cuh): with N odd the last pair would run past it.
-  if (args.form == gemm::EpiForm::kBias && p.N % 2 != 0) args.form = gemm::EpiForm::kGeneral;
+  args.tma_store = tma_c;
+  args.form = gemm::epilogue_form(args.epi, args.batch_stride_d, p.N);
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   const auto stream = static_cast<cudaStream_t>(p.stream);

@@ -51,10 +51,10 @@ inline constexpr uint32_t kWarpStagingBytes = 2 * kStoreBoxBytes;
 //   Wide:   128 x 256, 4 stages of 48 KB, epilogue staging: the compute-bound kernel.
 //   Decode (decode.cuh): 128 x 16 or 128 x 64, 4 stages, no staging: the transposed
 //           problem of a few rows of A against a weight matrix.
-template <int kBM_, int kBN_, int kStages_, bool kTmaStore_>
+template <int kBM_, int kBN_, int kStages_, bool kStaged_>
 struct Config {
   static constexpr int kBM = kBM_, kBN = kBN_, kStages = kStages_;
-  static constexpr bool kTmaStore = kTmaStore_;
+  static constexpr bool kStaged = kStaged_;  // per-warp epilogue staging (the wide kernel)
   static constexpr uint32_t kStageBytes = Operand<kBM, true>::kBytes + Operand<kBN, true>::kBytes;
   template <bool kAKMajor, bool kBKMajor>
   struct Stage {
@@ -62,8 +62,8 @@ struct Config {
     using B = Operand<kBN, kBKMajor>;
     static_assert(A::kBytes + B::kBytes == kStageBytes, "stage size independent of layout");
   };
-  static constexpr uint32_t kStagingBytes = kTmaStore ? 4 * kWarpStagingBytes : 0;  // per consumer warpgroup
-  static_assert(!kTmaStore || kBN == 256, "the staged epilogue writes a warp's 16 x 256 rows as four boxes");
+  static constexpr uint32_t kStagingBytes = kStaged ? 4 * kWarpStagingBytes : 0;  // per consumer warpgroup
+  static_assert(!kStaged || kBN == 256, "the staged epilogue writes a warp's 16 x 256 rows as four boxes");
   // Dynamic shared memory: the stages, the staging, slack to align to the 1024-byte atom.
   static constexpr int kSmemBytes = kStages * kStageBytes + kConsumers * kStagingBytes + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");

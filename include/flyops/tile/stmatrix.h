@@ -30,6 +30,10 @@ FLYOPS_DEVICE uint32_t box_lane_addr(uint32_t box) {
   const int l = lane_id(), mi = l / 8;  // lane l addresses row l % 8 of matrix mi = (h, chunk) = (mi % 2, mi / 2)
   return box + static_cast<uint32_t>((8 * (mi % 2) + l % 8) * 128) + static_cast<uint32_t>(((mi / 2) ^ (l % 8)) << 4);
 }
+// The byte offset of element (r, c) of such a box (16-bit elements), for reading it back.
+FLYOPS_HD constexpr uint32_t box_offset_16x64(int r, int c) {
+  return static_cast<uint32_t>(r * 128 + (((c / 8) ^ (r % 8)) << 4) + (c % 8) * 2);
+}
 // pack(c, h): this lane's register of chunk c (0..7), rows + 8 h, e.g. pack2 of the
 // accumulator pair at acc[4 (8 box + c) + 2 h].
 template <typename Pack>
