@@ -21,13 +21,32 @@ using attention::strides_ok;
 
 Support fail(const char* r) { return Support{false, r}; }
 
-// The four maps as the kernel uses them (q, k, v, the output): boxes of a query block, a
-// key/value block of the head dim's config, and a warp's 16 output rows.
-void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
+// The one choice of Config for a call, handed to f as a value of that type (the maps' key
+// block and the launch both come from it). Key blocks, after FlashAttention-3's tiles
+// (hopper/tile_size.h) and measured here (perf-notes, attention forward v5): from 4096 keys,
+// non-causal, 192 at D = 64 and 176 at D = 128 (a block's fixed costs, the turn, the waits
+// and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time; at 512-1024 keys the last block
+// is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that fits two stages of both rings
+// beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 drops the mask from
+// its loop at any length (0.96-0.98x).
+template <typename F>
+auto with_config(const AttnParams& p, F&& f) {
   using attention::Config;
-  static_assert(Config<64>::kBM == Config<128>::kBM && Config<128>::kBM == Config<256>::kBM, "one query block");
-  const uint32_t kv_rows = p.D == 64 ? Config<64>::kBN : p.D == 128 ? Config<128>::kBN : Config<256>::kBN;
-  s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, Config<128>::kBM);
+  const bool long_keys = p.Lk >= 4096;
+  switch (p.D) {
+    case 64:
+      if (p.causal) return f(Config<64, 128, true>{});
+      return long_keys ? f(Config<64, 192, false>{}) : f(Config<64, 128, false>{});
+    case 128: return p.causal || !long_keys ? f(Config<128, 128, true>{}) : f(Config<128, 176, false>{});
+    default: return f(Config<256, 80, true>{});
+  }
+}
+
+// The four maps as the kernel uses them (q, k, v, the output): boxes of a query block, a
+// key/value block of the call's config, and a warp's 16 output rows.
+void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
+  const auto kv_rows = static_cast<uint32_t>(with_config(p, [](auto cfg) { return decltype(cfg)::kBN; }));
+  s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, attention::kQueryBlock);
   s[1] = shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, kv_rows);
   s[2] = shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, kv_rows);
   s[3] = shape_of(p.o, p.B, p.H, p.Lq, p.D, attention::kStoreRows);
@@ -54,16 +73,6 @@ Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk,
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
-template <typename T>
-Status launch_dim(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
-                  const CUtensorMap& mo) {
-  switch (p.D) {
-    case 64: return launch<attention::Config<64>, T>(p, mq, mk, mv, mo);
-    case 128: return launch<attention::Config<128>, T>(p, mq, mk, mv, mo);
-    default: return launch<attention::Config<256>, T>(p, mq, mk, mv, mo);
-  }
-}
-
 }  // namespace
 
 Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
@@ -88,8 +97,11 @@ Status attention_run(const AttnParams& p) {
   static const char* const kNames[4] = {"q", "k", "v", "the output"};
   if (!attention::encode_maps(m, shapes, kNames, 4, p.dtype, g_last_error, sizeof(g_last_error)))
     return Status::kUnsupported;
-  return p.dtype == DType::kBFloat16 ? launch_dim<tile::bf16>(p, m[0], m[1], m[2], m[3])
-                                     : launch_dim<tile::fp16>(p, m[0], m[1], m[2], m[3]);
+  return with_config(p, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    return p.dtype == DType::kBFloat16 ? launch<Cfg, tile::bf16>(p, m[0], m[1], m[2], m[3])
+                                       : launch<Cfg, tile::fp16>(p, m[0], m[1], m[2], m[3]);
+  });
 }
 
 const char* attention_last_error() { return g_last_error; }

@@ -111,7 +111,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
                            const Args& a, int q0, int blocks, int wg) {
   constexpr int kBN = Cfg::kBN;
   const int row = q0 + 64 * wg + 16 * ((threadIdx.x % 128) / 32) + (threadIdx.x % 32) / 4;
-  auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
+  auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (Cfg::kCausal && a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
   // Block j's softmax on s, with the mask only where the block needs it.
   auto softmax = [&](float (&scores)[kBN / 2], float (&factor)[2], int j) {
     if (masked(j))
@@ -164,7 +164,10 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     tile::fence_operands(s);
     release(kring, sk);
     sk.advance();
-    softmax(s, alpha, j);
+    if constexpr (Cfg::kCausal)
+      softmax(s, alpha, j);
+    else  // past the first block, no mask
+      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, false, 0);
     tile::wgmma_wait<0>();  // P V done: O and P are free again
     tile::fence_operands(o);
     for (auto& r : p) tile::fence_operands(r);

@@ -18,13 +18,18 @@ inline constexpr int kProducerRegs = 40;
 inline constexpr int kConsumerRegs = 232;
 inline constexpr int kSpanElems = 64;  // 16-bit elements per 128-byte swizzle row
 inline constexpr int kStoreRows = 16;  // rows of an output TMA store box: one consumer warp's
+inline constexpr int kQueryBlock = 128;  // query rows a CTA (Config::kBM)
 
-template <int kD_>
+// kCausal_ false: the config runs only non-causal launches, so no block inside the mainloop
+// needs the mask (only the first visited, the last along the keys, can pass Lk). At 176 keys
+// the masked softmax in the loop made ptxas spill. launch.cu's with_config picks kBN_.
+template <int kD_, int kBN_, bool kCausal_>
 struct Config {
   static constexpr int kD = kD_;
-  static constexpr int kBM = 128;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kBM = kQueryBlock;
   // Registers per consumer thread: O takes kD / 2, S kBN / 2, P kBN / 4.
-  static constexpr int kBN = kD == 256 ? 64 : 128;
+  static constexpr int kBN = kBN_;
   static constexpr int kStages = 2;
   // The consumer warpgroups take turns issuing their products (mainloop.cuh): measured
   // 0.95-0.97x time at D = 256 and on causal D = 128, even on full D = 128, 1.02-1.03x at 64.

@@ -14,7 +14,8 @@
 //   --time: also times the kernels alone (median of CUDA events, L2 flushed) on the issue's
 //           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
 //           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
-//           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ
+//           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ, FLYOPS_TIME_FWD=1 the
+//           forward only
 #include <cuda_runtime.h>
 
 #include "check_cuda.h"
@@ -321,7 +322,8 @@ void time_shapes() {
         bp.dk = layout(buf + 6 * n, H, L, D, false);
         bp.dv = layout(buf + 7 * n, H, L, D, false);
         void* ws = nullptr;
-        if (D != 256) CHECK_CUDA(cudaMalloc(&ws, attention_bwd_workspace_bytes(p)));
+        if (D != 256 && std::getenv("FLYOPS_TIME_FWD") == nullptr)
+          CHECK_CUDA(cudaMalloc(&ws, attention_bwd_workspace_bytes(p)));
         bp.workspace = ws;
         bp.deterministic = std::getenv("FLYOPS_TIME_DETERMINISTIC") != nullptr;
         const double flop = 4.0 * B * H * L * L * D / (causal ? 2 : 1);
