@@ -7,10 +7,15 @@
 //   L >= 4096 (B x L = 16384): 1.00-1.06x in all 12 measurements (D = 128: L 4096 1.03 /
 //   1.04, 8192 1.02 / 1.03, 16384 1.02 / 1.06; D = 256: 4096 1.03 / 1.01, 8192 1.02 / 1.03,
 //   16384 1.07 / 1.00).
+// After forward v5 (FlashAttention-3's key blocks; session of 2026-12-01, eighteenth, run 4,
+// bench/results/h200/attention.json, flyops forced against stock in the bench's rounds), the
+// non-causal inference calls that measured ahead in both forward passes (with and without the
+// log-sum-exp): D = 256 from L = 8192 (1.04-1.12x), D = 128 at L = 16384 (1.06-1.09x); D = 256
+// at 1024-4096 measured 0.995-1.05x and D = 128 at 8192 1.005x, too close to route.
 // The same shapes in training (the log-sum-exp kept for the backward) measured 1.00-1.08x
 // forward alone, but a whole step (our forward, stock's backward) 0.92-1.01x (run 7), so
 // training stays stock. Everywhere else stock measured faster: head dim 64 (0.70-0.94x),
-// L <= 2048 (0.76-0.97x), non-causal (0.89-0.98x). fp16, grouped heads and Lq != Lk are
+// L <= 2048 (0.76-0.97x), non-causal (0.89-0.98x; before v5). fp16, grouped heads and Lq != Lk are
 // not measured yet, so stock.
 #pragma once
 
@@ -32,8 +37,9 @@ inline bool flash2_class(const AttnParams& p) { return p.Lq >= 512 && p.Lk >= 51
 
 inline bool measured_faster(const AttnParams& p) {
   if (p.stock == AttnStock::kFlash2) return flash2_class(p);
-  return p.lse == nullptr && p.causal && p.dtype == DType::kBFloat16 && (p.D == 128 || p.D == 256) &&
-         p.Lq >= 4096 && p.Lk == p.Lq && p.H == p.Hkv;
+  if (p.lse != nullptr || p.dtype != DType::kBFloat16 || p.Lk != p.Lq || p.H != p.Hkv) return false;
+  if (p.causal) return (p.D == 128 || p.D == 256) && p.Lq >= 4096;
+  return (p.D == 256 && p.Lq >= 8192) || (p.D == 128 && p.Lq >= 16384);
 }
 
 // The backward against cuDNN's: slower everywhere measured (0.76-0.94x in run 9; D = 64

@@ -64,6 +64,12 @@ TEST(AttentionRouter, ForcedAndTable) {
   gqa.Hkv = 4;
   EXPECT_FALSE(attention_choose(gqa, kH200).flyops);  // not measured
   EXPECT_FALSE(attention_choose(params(16, 16, 2048, 2048, 128), kH200).flyops);
+  // Non-causal inference: long rows at D = 256 and 128 only.
+  EXPECT_TRUE(attention_choose(params(8, 8, 8192, 8192, 256), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(8, 8, 4096, 4096, 256), kH200).flyops);
+  EXPECT_TRUE(attention_choose(params(16, 16, 16384, 16384, 128), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(16, 16, 8192, 8192, 128), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(32, 32, 16384, 16384, 64), kH200).flyops);
   p.causal = false;
   attention_force(1);
   EXPECT_TRUE(attention_choose(p, kH200).flyops);
