@@ -23,12 +23,12 @@ Support fail(const char* r) { return Support{false, r}; }
 
 // The one choice of Config for a call, handed to f as a value of that type (the maps' key
 // block and the launch both come from it). Key blocks, after FlashAttention-3's tiles
-// (hopper/tile_size.h) and measured here (perf-notes, attention forward v5): from 4096 keys,
-// non-causal, 192 at D = 64 and 176 at D = 128 (a block's fixed costs, the turn, the waits
-// and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time; at 512-1024 keys the last block
-// is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that fits two stages of both rings
-// beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 drops the mask from
-// its loop at any length (0.96-0.98x).
+// (hopper/tile_size.h) and measured here (perf-notes, attention forward v5 and v6): from 4096
+// keys, non-causal, 192 at D = 64 and 176 at D = 128 (a block's fixed costs, the turn, the
+// waits and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time; at 512-1024 keys the last
+// block is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that fits two stages of both
+// rings beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 and 128 take the
+// configs without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
 template <typename F>
 auto with_config(const AttnParams& p, F&& f) {
   using attention::Config;
@@ -37,8 +37,10 @@ auto with_config(const AttnParams& p, F&& f) {
     case 64:
       if (p.causal) return f(Config<64, 128, true>{});
       return long_keys ? f(Config<64, 192, false>{}) : f(Config<64, 128, false>{});
-    case 128: return p.causal || !long_keys ? f(Config<128, 128, true>{}) : f(Config<128, 176, false>{});
-    default: return f(Config<256, 80, true>{});
+    case 128:
+      if (p.causal) return f(Config<128, 128, true>{});
+      return long_keys ? f(Config<128, 176, false>{}) : f(Config<128, 128, false>{});
+    default: return f(Config<256, 80, true>{});  // the mask-free form measured 1.01-1.04x slower here
   }
 }
 

@@ -9,6 +9,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "flyops/tile/pipeline.h"
 #include "flyops/tile/tma.h"
 #include "flyops/tile/wgmma.h"
@@ -151,7 +153,9 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   softmax(s, alpha, j);
   to_operand<T, kBN>(s, p);
   bool accumulate = false;
-  for (--j; j >= 0; --j) {
+  // One block past the first: S_j with P V of the block before. kMask: the block may need
+  // the mask (decided at run time); the other form has no mask code at all.
+  auto step = [&](int jb, auto mask_tag) {
     kring.consumer_wait(sk);
     vring.consumer_wait(sv);
     my_turn();
@@ -164,10 +168,10 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     tile::fence_operands(s);
     release(kring, sk);
     sk.advance();
-    if constexpr (Cfg::kCausal)
-      softmax(s, alpha, j);
-    else  // past the first block, no mask
-      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, j * kBN, a.Lk, false, 0);
+    if constexpr (decltype(mask_tag)::value)
+      softmax(s, alpha, jb);
+    else
+      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, false, 0);
     tile::wgmma_wait<0>();  // P V done: O and P are free again
     tile::fence_operands(o);
     for (auto& r : p) tile::fence_operands(r);
@@ -176,7 +180,14 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     rescale<Cfg::kD>(o, alpha);
     to_operand<T, kBN>(s, p);
     accumulate = true;
-  }
+  };
+  // Past the first block only the causal diagonal needs the mask, and its blocks come first
+  // (the walk runs down the keys), so they take their own loop and the rest a loop without
+  // the mask's code, which is what keeps the wide blocks' registers (forward v5).
+  --j;
+  if constexpr (Cfg::kCausal)
+    for (; j >= 0 && masked(j); --j) step(j, std::true_type{});
+  for (; j >= 0; --j) step(j, std::false_type{});
   vring.consumer_wait(sv);
   my_turn();
   tile::wgmma_fence();

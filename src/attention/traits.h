@@ -21,8 +21,9 @@ inline constexpr int kStoreRows = 16;  // rows of an output TMA store box: one c
 inline constexpr int kQueryBlock = 128;  // query rows a CTA (Config::kBM)
 
 // kCausal_ false: the config runs only non-causal launches, so no block inside the mainloop
-// needs the mask (only the first visited, the last along the keys, can pass Lk). At 176 keys
-// the masked softmax in the loop made ptxas spill. launch.cu's with_config picks kBN_.
+// needs the mask (only the first visited, the last along the keys, can pass Lk) and the
+// kernel has no masked loop (mainloop.cuh): with one, the 176- and 192-key blocks spill.
+// launch.cu's with_config picks the Config.
 template <int kD_, int kBN_, bool kCausal_>
 struct Config {
   static constexpr int kD = kD_;
