@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <type_traits>
 
 #include "common/smem_opt_in.h"
 #include "flyops/attention.h"
@@ -21,33 +22,44 @@ using attention::strides_ok;
 
 Support fail(const char* r) { return Support{false, r}; }
 
-// The one choice of Config for a call, handed to f as a value of that type (the maps' key
-// block and the launch both come from it). Key blocks, after FlashAttention-3's tiles
-// (hopper/tile_size.h) and measured here (perf-notes, attention forward v5 and v6): from 4096
-// keys, non-causal, 192 at D = 64 and 176 at D = 128 (a block's fixed costs, the turn, the
-// waits and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time; at 512-1024 keys the last
-// block is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that fits two stages of both
-// rings beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 and 128 take the
-// configs without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
-template <typename F>
-auto with_config(const AttnParams& p, F&& f) {
+// The one choice of Config for a call, handed to f as values of that type and of the
+// element type (the maps' key block and the launch both come from it). Key blocks, after
+// FlashAttention-3's tiles (hopper/tile_size.h) and measured here (perf-notes, attention
+// forward v5 and v6): from 4096 keys, non-causal, 192 at D = 64 and 176 at D = 128 (a block's
+// fixed costs, the turn, the waits and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time;
+// at 512-1024 keys the last block is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that
+// fits two stages of both rings beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal
+// D = 64 and 128 take the configs without the mask's code (kCausal false) at every length:
+// 0.97-0.99x below 4096 keys.
+template <typename T, typename F>
+auto with_config_of(const AttnParams& p, F&& f) {
   using attention::Config;
+  // The wide blocks in bf16 only: their fp16 kernels have not run on the H200 yet.
+  constexpr bool kWide = std::is_same_v<T, tile::bf16>;
   const bool long_keys = p.Lk >= 4096;
   switch (p.D) {
     case 64:
-      if (p.causal) return f(Config<64, 128, true>{});
-      return long_keys ? f(Config<64, 192, false>{}) : f(Config<64, 128, false>{});
+      if (p.causal) return f(Config<64, 128, true>{}, T{});
+      if constexpr (kWide)
+        if (long_keys) return f(Config<64, 192, false>{}, T{});
+      return f(Config<64, 128, false>{}, T{});
     case 128:
-      if (p.causal) return f(Config<128, 128, true>{});
-      return long_keys ? f(Config<128, 176, false>{}) : f(Config<128, 128, false>{});
-    default: return f(Config<256, 80, true>{});  // the mask-free form measured 1.01-1.04x slower here
+      if (p.causal) return f(Config<128, 128, true>{}, T{});
+      if constexpr (kWide)
+        if (long_keys) return f(Config<128, 176, false>{}, T{});
+      return f(Config<128, 128, false>{}, T{});
+    default: return f(Config<256, 80, true>{}, T{});  // the mask-free form measured 1.01-1.04x slower here
   }
+}
+template <typename F>
+auto with_config(const AttnParams& p, F&& f) {
+  return p.dtype == DType::kBFloat16 ? with_config_of<tile::bf16>(p, f) : with_config_of<tile::fp16>(p, f);
 }
 
 // The four maps as the kernel uses them (q, k, v, the output): boxes of a query block, a
 // key/value block of the call's config, and a warp's 16 output rows.
 void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
-  const auto kv_rows = static_cast<uint32_t>(with_config(p, [](auto cfg) { return decltype(cfg)::kBN; }));
+  const auto kv_rows = static_cast<uint32_t>(with_config(p, [](auto cfg, auto) { return decltype(cfg)::kBN; }));
   s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, attention::kQueryBlock);
   s[1] = shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, kv_rows);
   s[2] = shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, kv_rows);
@@ -58,6 +70,7 @@ template <typename Cfg, typename T>
 Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
               const CUtensorMap& mo) {
   constexpr auto kernel = &flyops_attention_fwd<Cfg, T>;
+  if (!Cfg::kCausal && p.causal) return Status::kUnsupported;  // with_config never does this
   if (!smem_opt_in<kernel, Cfg::kSmemBytes>(p.device)) return Status::kCudaError;
   attention::Args a;
   a.Lq = static_cast<int>(p.Lq);
@@ -99,10 +112,8 @@ Status attention_run(const AttnParams& p) {
   static const char* const kNames[4] = {"q", "k", "v", "the output"};
   if (!attention::encode_maps(m, shapes, kNames, 4, p.dtype, g_last_error, sizeof(g_last_error)))
     return Status::kUnsupported;
-  return with_config(p, [&](auto cfg) {
-    using Cfg = decltype(cfg);
-    return p.dtype == DType::kBFloat16 ? launch<Cfg, tile::bf16>(p, m[0], m[1], m[2], m[3])
-                                       : launch<Cfg, tile::fp16>(p, m[0], m[1], m[2], m[3]);
+  return with_config(p, [&](auto cfg, auto elem) {
+    return launch<decltype(cfg), decltype(elem)>(p, m[0], m[1], m[2], m[3]);
   });
 }
 

@@ -153,8 +153,8 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   softmax(s, alpha, j);
   to_operand<T, kBN>(s, p);
   bool accumulate = false;
-  // One block past the first: S_j with P V of the block before. kMask: the block may need
-  // the mask (decided at run time); the other form has no mask code at all.
+  // One block past the first: S_j with P V of the block before. mask_tag true: the block may
+  // need the mask (decided at run time); false: no mask code at all.
   auto step = [&](int jb, auto mask_tag) {
     kring.consumer_wait(sk);
     vring.consumer_wait(sv);
