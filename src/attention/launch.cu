@@ -70,7 +70,6 @@ template <typename Cfg, typename T>
 Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
               const CUtensorMap& mo) {
   constexpr auto kernel = &flyops_attention_fwd<Cfg, T>;
-  if (!Cfg::kCausal && p.causal) return Status::kUnsupported;  // with_config never does this
   if (!smem_opt_in<kernel, Cfg::kSmemBytes>(p.device)) return Status::kCudaError;
   attention::Args a;
   a.Lq = static_cast<int>(p.Lq);

@@ -45,7 +45,7 @@ inline bool measured_faster(const GemmParams& p) {
   const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
     if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned) &&
-        (c.min_tiles == 0 || wide_tiles(p) >= c.min_tiles))
+        wide_tiles(p) >= c.min_tiles)
       return true;
   return false;
 }
