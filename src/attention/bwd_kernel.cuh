@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include "bwd_mainloop.cuh"
+#include "bwd_mainloop_split.cuh"
 #include "epilogue.cuh"
 #include "flyops/tile/numeric.h"
 
@@ -120,17 +121,26 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
       bwd_produce<Cfg>(&map_q, &map_k, &map_v, &map_do, sm, &kv_bar, ring, args, steps, kv0, hk, b);
   } else {
     tile::regs_increase<kBwdConsumerRegs>();
-    float dk[Cfg::kD / 2], dv[Cfg::kD / 2];
+    float dk[Cfg::kCols / 2], dv[Cfg::kCols / 2];
 #pragma unroll
-    for (int i = 0; i < Cfg::kD / 2; ++i) dk[i] = dv[i] = 0.f;
-    bwd_consume<Cfg, T>(dk, dv, sm, &kv_bar, ring, args, steps, kv0, wg - 1, hk, b);
-    // dV, then dK, staged in this warp's own rows of V (no other warp reads them) and stored.
-    const int row0 = 64 * (wg - 1) + kStoreRows * ((threadIdx.x % 128) / 32);
-    auto box = [&](int s) { return sm.v() + s * Cfg::kBN * 128 + row0 * 128; };
+    for (int i = 0; i < Cfg::kCols / 2; ++i) dk[i] = dv[i] = 0.f;
+    // This warp's rows and first span of dK and dV: its warpgroup's 64 keys and every span, or
+    // (kSplitHeadDim) all 64 keys and its warpgroup's half of the spans.
+    int row0 = kStoreRows * ((threadIdx.x % 128) / 32), span0 = 0;
+    if constexpr (Cfg::kSplitHeadDim) {
+      bwd_consume_split<Cfg, T>(dk, dv, sm, &kv_bar, ring, args, steps, kv0, wg - 1, hk, b);
+      span0 = 2 * (wg - 1);
+      tile::named_barrier_sync(1, 256);  // both warpgroups read every row of V: done before it is overwritten
+    } else {
+      bwd_consume<Cfg, T>(dk, dv, sm, &kv_bar, ring, args, steps, kv0, wg - 1, hk, b);
+      row0 += 64 * (wg - 1);
+    }
+    // dV, then dK, staged in this warp's own part of V (no other warp reads it now) and stored.
+    auto box = [&](int s) { return sm.v() + (span0 + s) * Cfg::kBN * 128 + row0 * 128; };
     const float one[2] = {1.f, 1.f}, scale[2] = {args.scale, args.scale};
-    stage_warp_rows<Cfg::kD, T>(dv, one, box);
-    store_warp_rows<Cfg::kD>(&map_dv, box, kv0 + row0, hk, b);
-    stage_warp_rows<Cfg::kD, T>(dk, scale, box);
-    store_warp_rows<Cfg::kD>(&map_dk, box, kv0 + row0, hk, b);
+    stage_warp_rows<Cfg::kCols, T>(dv, one, box);
+    store_warp_rows<Cfg::kCols>(&map_dv, box, kv0 + row0, hk, b, span0);
+    stage_warp_rows<Cfg::kCols, T>(dk, scale, box);
+    store_warp_rows<Cfg::kCols>(&map_dk, box, kv0 + row0, hk, b, span0);
   }
 }

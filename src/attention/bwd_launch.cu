@@ -17,10 +17,21 @@ using attention::BwdConfig;
 
 Support fail(const char* r) { return Support{false, r}; }
 
-static_assert(BwdConfig<64>::kBN == BwdConfig<128>::kBN, "one key block");
+// f(Config) for the head dim's config: the one place that pairs a call with its BwdConfig.
+template <typename F>
+auto with_config(const AttnParams& f, F&& fn) {
+  if (f.D == 64) return fn(BwdConfig<64>{});
+  if (f.D == 128) return fn(BwdConfig<128>{});
+  return fn(BwdConfig<256>{});
+}
 
-// Query rows per step of the head dim's config.
-int64_t step_rows(const AttnParams& f) { return f.D == 64 ? BwdConfig<64>::kBM : BwdConfig<128>::kBM; }
+// Query rows per step, and key rows per CTA, of the head dim's config.
+int64_t step_rows(const AttnParams& f) {
+  return with_config(f, [](auto c) { return int64_t{decltype(c)::kBM}; });
+}
+uint32_t key_rows(const AttnParams& f) {
+  return with_config(f, [](auto c) { return uint32_t{decltype(c)::kBN}; });
+}
 
 // Query rows padded to the step (the row vectors are loaded a step at a time).
 int64_t padded_rows(const AttnParams& f) {
@@ -33,7 +44,7 @@ int64_t padded_rows(const AttnParams& f) {
 void map_shapes(const AttnBwdParams& p, tile::TmaShape (&s)[6]) {
   using attention::shape_of;
   const AttnParams& f = p.fwd;
-  const uint32_t kv_rows = BwdConfig<128>::kBN;
+  const uint32_t kv_rows = key_rows(f);
   const uint32_t q_rows = static_cast<uint32_t>(step_rows(f));
   s[0] = shape_of(f.q, f.B, f.H, f.Lq, f.D, q_rows);
   s[1] = shape_of(f.k, f.B, f.Hkv, f.Lk, f.D, kv_rows);
@@ -106,7 +117,7 @@ Status launch(const AttnBwdParams& p, const CUtensorMap (&m)[6]) {
 
 template <typename T>
 Status launch_dim(const AttnBwdParams& p, const CUtensorMap (&m)[6]) {
-  return p.fwd.D == 64 ? launch<BwdConfig<64>, T>(p, m) : launch<BwdConfig<128>, T>(p, m);
+  return with_config(p.fwd, [&](auto c) { return launch<decltype(c), T>(p, m); });
 }
 
 bool aligned(const void* ptr, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; }
@@ -122,7 +133,7 @@ Support attention_bwd_supports(const AttnBwdParams& p, const DeviceInfo& dev) {
   const AttnParams& f = p.fwd;
   if (!dev.is_sm90()) return fail("flyops kernels need compute capability 9.0 (H100/H200)");
   if (f.dtype != DType::kBFloat16 && f.dtype != DType::kFloat16) return fail("dtype not bfloat16 or float16");
-  if (f.D != 64 && f.D != 128) return fail("backward head dim not 64 or 128");
+  if (f.D != 64 && f.D != 128 && f.D != 256) return fail("backward head dim not 64, 128 or 256");
   if (const char* why = attention::shape_problem(f)) return fail(why);
   if (f.B > 65535 || f.Hkv > 65535) return fail("more than 65535 batch entries or heads");  // grid y and z
   if (padded_rows(f) * f.D >= (int64_t{1} << 40)) return fail("a workspace of 2^40 elements or more");

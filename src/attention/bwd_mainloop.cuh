@@ -20,21 +20,23 @@
 namespace flyops::attention {
 
 // Shared memory, every block 1024-aligned: K, V (kSpans blocks of kBN rows each), the ring's
-// Q and dO blocks, two dS^T buffers, two dQ staging buffers per warpgroup, then the ring's
-// row vectors (scaled LSE, Dsum).
+// Q and dO blocks, two dS^T buffers, two P^T buffers (kSplitHeadDim), two dQ staging buffers
+// per warpgroup (not kSplitHeadDim), then the ring's row vectors (scaled LSE, Dsum).
 template <typename Cfg>
 struct BwdSmem {
   unsigned char* base;
   static constexpr uint32_t kQOff = 2 * Cfg::kKVBytes;
   static constexpr uint32_t kDOOff = kQOff + Cfg::kStages * Cfg::kQBytes;
   static constexpr uint32_t kDSOff = kDOOff + Cfg::kStages * Cfg::kQBytes;
-  static constexpr uint32_t kDQOff = kDSOff + 2 * Cfg::kDSBytes;
+  static constexpr uint32_t kPTOff = kDSOff + 2 * Cfg::kDSBytes;
+  static constexpr uint32_t kDQOff = kPTOff + 2 * Cfg::kPTBytes;
   static constexpr uint32_t kRowsOff = kDQOff + 2 * Cfg::kDQBuffers * Cfg::kDQBytes;
   FLYOPS_DEVICE unsigned char* k() const { return base; }
   FLYOPS_DEVICE unsigned char* v() const { return base + Cfg::kKVBytes; }
   FLYOPS_DEVICE unsigned char* q(int s) const { return base + kQOff + s * Cfg::kQBytes; }
   FLYOPS_DEVICE unsigned char* dout(int s) const { return base + kDOOff + s * Cfg::kQBytes; }
   FLYOPS_DEVICE unsigned char* ds(int buf) const { return base + kDSOff + buf * Cfg::kDSBytes; }
+  FLYOPS_DEVICE unsigned char* pt(int buf) const { return base + kPTOff + buf * Cfg::kPTBytes; }
   FLYOPS_DEVICE float* dq(int wg, int buf) const {
     return reinterpret_cast<float*>(base + kDQOff + (Cfg::kDQBuffers * wg + buf % Cfg::kDQBuffers) * Cfg::kDQBytes);
   }

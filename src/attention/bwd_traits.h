@@ -1,13 +1,24 @@
-// The attention backward kernel's compile-time shapes. A CTA owns kBN = 128 key/value rows
-// of one (batch, key/value head): two consumer warpgroups of 64 rows each hold dK and dV for
-// their rows in registers and walk every query block of kBM rows (of every query head of
-// the group) that sees them: 64 at D = 128, 128 at D = 64 (half the steps and their waits). A producer warpgroup loads K and V once, then streams Q and
-// dO blocks with their rows' log-sum-exp and Dsum through one ring.
+// The attention backward kernel's compile-time shapes. A CTA owns kBN key/value rows of one
+// (batch, key/value head), holds dK and dV for them in its two consumer warpgroups'
+// registers, and walks every query block of kBM rows (of every query head of the group) that
+// sees them. A producer warpgroup loads K and V once, then streams Q and dO blocks with their
+// rows' log-sum-exp and Dsum through one ring.
 //
 // The products per query block, in the key-major form (FlashAttention-3's swapped S), so that
-// P^T and dS^T come out of the accumulators already shaped as the A operands of dV and dK:
-//   S^T = K Q^T, dP^T = V dO^T (SS, m64 x kBM per warpgroup), dV += P^T dO, dK += dS^T Q (RS),
-//   dQ = dS K (SS from dS^T staged in shared memory, MN-major A), added to fp32 partials.
+// P^T and dS^T come out of the accumulators shaped as the A operands of dV and dK:
+//   S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q, dQ = dS K (fp32 partial sums).
+//
+// D = 64, 128 (kSplitHeadDim false): kBN = 128, each warpgroup owns 64 keys and every column;
+// S^T and dP^T are m64 x kBM per warpgroup, dV and dK RS products (P^T and dS^T from
+// registers), dQ an SS product from dS^T staged in shared memory, added through a shared
+// staging buffer by one bulk reduction. kBM = 64 at D = 128, 128 at D = 64 (half the steps).
+//
+// D = 256 (kSplitHeadDim true): dK and dV for 128 keys would take 256 registers a thread,
+// so kBN = 64 and the warpgroups split the work instead: warpgroup w makes S^T and dP^T for
+// the step's queries 32 w .. (m64 x 32), publishes its half of P^T and dS^T in shared memory,
+// and after one barrier owns head-dim columns 128 w .. of dV, dK (SS products from the whole
+// P^T and dS^T) and of dQ, which it adds from registers (red.global.add.v2: no staging, which
+// would not fit beside two stages of 64 KB).
 #pragma once
 
 #include <cstdint>
@@ -22,30 +33,39 @@ inline constexpr int kBwdConsumerRegs = 240;
 template <int kD_>
 struct BwdConfig {
   static constexpr int kD = kD_;
-  static constexpr int kBN = 128;  // key/value rows per CTA
+  static constexpr bool kSplitHeadDim = kD == 256;
+  static constexpr int kBN = kSplitHeadDim ? 64 : 128;  // key/value rows per CTA
   // Query rows per step: 128 at D = 64 (half the steps, so half the per-step waits and
-  // barriers; the registers allow it there), 64 at D = 128.
+  // barriers; the registers allow it there), 64 at D = 128 and 256.
   static constexpr int kBM = kD == 64 ? 128 : 64;
   static constexpr int kQHalves = kBM / 64;  // m64 tiles of dQ per step
+  // Query columns of S^T and dP^T per warpgroup (kSplitHeadDim: its half of the step's).
+  static constexpr int kSlab = kSplitHeadDim ? kBM / 2 : kBM;
   static constexpr int kStages = kD == 128 ? 3 : 2;  // a third stage: 0.96-0.98x time at D = 128, 1.01-1.03x at 64
   static constexpr int kSpans = kD / kSpanElems;
+  // dK and dV columns per warpgroup (its accumulators hold kCols / 2 a thread each).
+  static constexpr int kCols = kSplitHeadDim ? kD / 2 : kD;
   static constexpr uint32_t kKVBytes = kBN * kD * 2;
   static constexpr uint32_t kQBytes = kBM * kD * 2;  // a Q or dO block
   static constexpr uint32_t kRowsBytes = kBM * 4;    // a block's scaled log-sum-exp or Dsum
   static constexpr uint32_t kStageTx = 2 * kQBytes + 2 * kRowsBytes;
-  static constexpr uint32_t kDSBytes = kBN * kBM * 2;  // dS^T: kBM / 64 blocks of 128 rows of 128 bytes
+  static constexpr uint32_t kDSBytes = kBN * kBM * 2;  // dS^T: kBM / 64 blocks of kBN rows of 128 bytes
+  // kSplitHeadDim: P^T beside dS^T, the same layout (the other warpgroup reads both).
+  static constexpr uint32_t kPTBytes = kSplitHeadDim ? kDSBytes : 0;
   // dQ = dS K per warpgroup, N = 64: at kD = 128 warpgroup w takes head-dim columns 64 w ..
   // over all 128 keys (the two halves of dS^T met at a barrier); at kD = 64 each takes all
-  // columns over its own 64 keys (no barrier, two partial sums per element).
-  static constexpr bool kDQSplitN = kD == 128;
+  // columns over its own 64 keys (no barrier, two partial sums per element); at kD = 256
+  // columns 128 w .. in two chunks of 64, over all 64 keys.
+  static constexpr bool kDQSplitN = kD != 64;
   // A warpgroup's share of dQ (64 x 64 fp32) is staged in shared memory, two buffers per
-  // warpgroup, and added to the fp32 partials by one bulk reduction (whole lines, by TMA).
-  static constexpr uint32_t kDQBytes = 64 * 64 * 4;
+  // warpgroup, and added to the fp32 partials by one bulk reduction (whole lines, by TMA);
+  // none at D = 256 (added from registers).
+  static constexpr uint32_t kDQBytes = kSplitHeadDim ? 0 : 64 * 64 * 4;
   static constexpr int kDQBuffers = 1;  // per warpgroup (D = 128: the third stage's room; D = 64: 128-query steps')
   static constexpr int kDQHalves = kD / 64;  // partial chunks per query block
-  static constexpr int kSmemBytes =
-      2 * kKVBytes + kStages * (2 * kQBytes + 2 * kRowsBytes) + 2 * kDSBytes + 2 * kDQBuffers * kDQBytes + 1024;
-  static_assert(kD == 64 || kD == 128, "head dims 64 and 128");
+  static constexpr int kSmemBytes = 2 * kKVBytes + kStages * (2 * kQBytes + 2 * kRowsBytes) + 2 * kDSBytes +
+                                    2 * kPTBytes + 2 * kDQBuffers * kDQBytes + 1024;
+  static_assert(kD == 64 || kD == 128 || kD == 256, "head dims 64, 128 and 256");
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 };
 

@@ -25,15 +25,15 @@ FLYOPS_DEVICE void stage_warp_rows(const float (&acc)[kD / 2], const float (&fac
   }
 }
 
-// The warp's staged boxes to rows row .. row + 15 of head h, batch b (rows past the end are
-// clipped by TMA); returns once the stores have read shared memory.
+// The warp's staged boxes to rows row .. row + 15 of head h, batch b, head-dim spans span0 ..
+// (rows past the end are clipped by TMA); returns once the stores have read shared memory.
 template <int kD, typename Box>
-FLYOPS_DEVICE void store_warp_rows(const CUtensorMap* map, Box&& box, int row, int h, int b) {
+FLYOPS_DEVICE void store_warp_rows(const CUtensorMap* map, Box&& box, int row, int h, int b, int span0 = 0) {
   tile::fence_proxy_async();  // the staging writes, visible to the TMA store
   __syncwarp();
   if (threadIdx.x % 32 == 0) {
 #pragma unroll
-    for (int s = 0; s < kD / kSpanElems; ++s) tile::tma_store(map, box(s), s * kSpanElems, row, h, b);
+    for (int s = 0; s < kD / kSpanElems; ++s) tile::tma_store(map, box(s), (span0 + s) * kSpanElems, row, h, b);
     tile::tma_store_commit();
     tile::tma_store_drain();
   }

@@ -23,6 +23,8 @@
 
 namespace flyops::attention {
 
+inline constexpr const char* kStockFaster = "stock measured faster on this shape class (attention/tuned_table.h)";
+
 // Against FlashAttention-2 (the flash op, p.stock == kFlash2): the bench's fa2 columns
 // (run 9 of the sixteenth session; run 4 of the seventeenth, bench/results/h200/attention.json,
 // the same within a few percent, with the router under the flash backend), flyops forced against
@@ -55,6 +57,13 @@ inline bool bwd_measured_faster(const AttnBwdParams& p) {
   if (f.stock != AttnStock::kFlash2 || !flash2_class(f)) return false;
   return !p.deterministic || (f.dtype == DType::kBFloat16 && f.H == f.Hkv && f.Lq == f.Lk && f.Lq >= 1024 &&
                               (f.D == 128 || f.causal));
+}
+
+// Why stock's backward runs, or nullptr where ours measured faster. The head dim 256 kernel
+// (bwd_mainloop_split.cuh) has not run on the H200 yet: stock until it has been measured.
+inline const char* bwd_stock_reason(const AttnBwdParams& p) {
+  if (p.fwd.D == 256) return "backward head dim 256 not measured on the H200 yet (attention/tuned_table.h)";
+  return bwd_measured_faster(p) ? nullptr : kStockFaster;
 }
 
 }  // namespace flyops::attention

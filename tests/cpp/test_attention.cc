@@ -151,7 +151,8 @@ std::string why_bwd(const AttnBwdParams& p) { return attention_bwd_supports(p, k
 TEST(AttentionBackwardSupports, ShapesAndReasons) {
   EXPECT_TRUE(attention_bwd_supports(bwd_params(8, 8, 1, 1, 128), kH200).ok);
   EXPECT_TRUE(attention_bwd_supports(bwd_params(8, 1, 113, 203, 64), kH200).ok);
-  EXPECT_EQ(why_bwd(bwd_params(8, 8, 100, 100, 256)), "backward head dim not 64 or 128");
+  EXPECT_TRUE(attention_bwd_supports(bwd_params(8, 2, 113, 203, 256), kH200).ok);
+  EXPECT_EQ(why_bwd(bwd_params(8, 8, 100, 100, 96)), "backward head dim not 64, 128 or 256");
   AttnBwdParams no_lse = bwd_params(8, 8, 100, 100, 128);
   no_lse.fwd.lse = nullptr;
   EXPECT_EQ(why_bwd(no_lse), "no log-sum-exp from the forward");
@@ -167,6 +168,8 @@ TEST(AttentionBackwardSupports, ShapesAndReasons) {
 TEST(AttentionBackwardSupports, Workspace) {
   const AttnParams p = params(8, 8, 100, 100, 128);
   EXPECT_EQ(attention_bwd_workspace_bytes(p), (size_t{2} * 8 * 128 * (128 + 2) + 2 * 8 * 2 * 2) * 4);
+  const AttnParams wide = params(8, 8, 100, 100, 256);  // four chunks a 64-row block
+  EXPECT_EQ(attention_bwd_workspace_bytes(wide), (size_t{2} * 8 * 128 * (256 + 2) + 2 * 8 * 2 * 4) * 4);
 }
 
 TEST(AttentionBackwardRouter, StockUnlessForced) {
@@ -211,7 +214,12 @@ TEST(AttentionBackwardRouter, AgainstFlash2) {
   EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
   off = bwd_params(16, 16, 4096, 4096, 256);
   off.fwd.stock = AttnStock::kFlash2;
-  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);  // not supported
+  const AttnPlan d256 = attention_bwd_choose(off, kH200);  // supported, not measured yet
+  EXPECT_FALSE(d256.flyops);
+  EXPECT_STREQ(d256.reason, "backward head dim 256 not measured on the H200 yet (attention/tuned_table.h)");
+  attention_bwd_force(1);
+  EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
+  attention_bwd_force(0);
 }
 
 // Query blocks a key block sees: all without a mask; causal top-left starts at the block
@@ -221,12 +229,16 @@ TEST(AttentionBackwardRouter, AgainstFlash2) {
 // and those launched later reach the chunk no earlier (the walk's step at which each adds).
 TEST(AttentionDeterministicTurns, EveryChunkInLaunchOrder) {
   using attention::QueryRange;
-  struct Shape { int Lq, Lk, bm; bool causal; int offset; };
-  const Shape shapes[] = {{1000, 1000, 64, true, 0},  {1000, 1000, 128, true, 0}, {700, 520, 64, true, 0},
-                          {520, 700, 128, true, 180}, {700, 520, 64, true, -180}, {300, 1100, 64, false, 0},
-                          {129, 1, 128, true, 0},     {1, 1000, 64, true, 999},   {777, 777, 128, false, 0}};
+  struct Shape { int Lq, Lk, bm, bn; bool causal; int offset; };
+  const Shape shapes[] = {{1000, 1000, 64, 128, true, 0},  {1000, 1000, 128, 128, true, 0},
+                          {700, 520, 64, 128, true, 0},    {520, 700, 128, 128, true, 180},
+                          {700, 520, 64, 128, true, -180}, {300, 1100, 64, 128, false, 0},
+                          {129, 1, 128, 128, true, 0},     {1, 1000, 64, 128, true, 999},
+                          {777, 777, 128, 128, false, 0},  {1000, 1000, 64, 64, true, 0},  // D = 256: 64-key blocks
+                          {700, 520, 64, 64, true, -180},  {520, 700, 64, 64, true, 180},
+                          {300, 1100, 64, 64, false, 0}};
   for (const Shape& sh : shapes) {
-    const int bn = 128, key_blocks = (sh.Lk + bn - 1) / bn, q_blocks = (sh.Lq + sh.bm - 1) / sh.bm;
+    const int bn = sh.bn, key_blocks = (sh.Lk + bn - 1) / bn, q_blocks = (sh.Lq + sh.bm - 1) / sh.bm;
     for (int qb = 0; qb < q_blocks; ++qb) {
       std::vector<int> turns;
       int last_step = -1;

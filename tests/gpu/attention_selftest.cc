@@ -4,9 +4,9 @@
 // layouts (transposed views), outputs and log-sum-exp poisoned with NaN beforehand. Inputs
 // are random normal, fresh each run unless --seed. The bound is the rounding the kernel
 // must do (P and O rounded to the dtype, fp32 sums), a few units of the dtype's roundoff of
-// the largest output; the Python tests apply the 2x-stock rule on top. The backward (head
-// dims 64 and 128) runs from each case's forward output and log-sum-exp, its gradients
-// poisoned too; deterministic cases run it twice and compare dQ's bits.
+// the largest output; the Python tests apply the 2x-stock rule on top. The backward runs
+// from each case's forward output and log-sum-exp, its gradients poisoned too; deterministic
+// cases run it twice and compare dQ's bits.
 //
 // usage: flyops_attention_selftest [--sanitize | --race] [--seed S] [--time]
 //   --race: eight forward cases (every head dim, odd lengths, both causal forms) and their
@@ -42,7 +42,7 @@ struct Case {
   int causal = 0;        // 0 none, 1 top-left (offset 0), 2 bottom-right (offset Lk - Lq)
   bool blhd = false;     // q, k, v, o stored as [B, L, H, D] (the transposed view)
   bool want_lse = true;
-  bool bwd = true;       // also the backward (head dims 64, 128; from this forward's O and LSE)
+  bool bwd = true;       // also the backward (from this forward's O and LSE)
   bool det = false;      // the backward in deterministic mode, run twice: dQ's bits must agree
 };
 
@@ -272,7 +272,7 @@ void run(const Case& c) {
   if (!ok) ++g_fail;
   std::printf("%-6s %s  max err %.3g (bound %.3g, max |ref| %.3g)  lse %.3g%s\n", ok ? "ok" : "FAILED", name, worst,
               tol, maxref, worst_lse, unwritten ? "  UNWRITTEN/NaN" : "");
-  if (c.bwd && c.want_lse && c.D != 256) {
+  if (c.bwd && c.want_lse) {
     ++g_cases;
     if (!check_backward(c, p, hq, hk, hv, name)) ++g_fail;
   }
@@ -322,7 +322,7 @@ void time_shapes() {
         bp.dk = layout(buf + 6 * n, H, L, D, false);
         bp.dv = layout(buf + 7 * n, H, L, D, false);
         void* ws = nullptr;
-        if (D != 256 && std::getenv("FLYOPS_TIME_FWD") == nullptr)
+        if (std::getenv("FLYOPS_TIME_FWD") == nullptr)
           CHECK_CUDA(cudaMalloc(&ws, attention_bwd_workspace_bytes(p)));
         bp.workspace = ws;
         bp.deterministic = std::getenv("FLYOPS_TIME_DETERMINISTIC") != nullptr;
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
     for (int64_t D : {64, 128, 256}) {
       run({1, 2, 1, 113, 203, D, false, 2, true});
       run({1, 2, 2, 257, 130, D, true, 0});
-      if (D != 256) run({1, 2, 2, 200, 300, D, false, 1, false, true, true, true});  // deterministic turns
+      run({1, 2, 2, 200, 300, D, false, 1, false, true, true, true});  // deterministic turns
     }
     std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
     return g_fail == 0 ? 0 : 1;
@@ -395,10 +395,8 @@ int main(int argc, char** argv) {
     run({1, 8, 2, 200, 333, D, false, 1, true});           // grouped heads, [B, L, H, D] views
     run({2, 4, 1, 129, 129, D, true, 2});                  // multi-query, fp16
     run({1, 2, 2, 65, 1000, D, true, 0, false, false});    // fp16, no log-sum-exp
-    if (D != 256) {                                         // deterministic backward: causal, GQA, Lq > Lk
-      run({1, 4, 2, 700, 520, D, false, 2, false, true, true, true});
-      run({2, 2, 2, 300, 300, D, false, 0, true, true, true, true});
-    }
+    run({1, 4, 2, 700, 520, D, false, 2, false, true, true, true});  // deterministic backward: causal, GQA, Lq > Lk
+    run({2, 2, 2, 300, 300, D, false, 0, true, true, true, true});
   }
   if (!sanitize) {
     // Non-causal from 4096 keys, a partial last block, grouped heads, the transposed layout:
@@ -411,6 +409,8 @@ int main(int argc, char** argv) {
     run({1, 2, 2, 1024, 1024, 128, false, 1});
     run({1, 2, 1, 1000, 2048, 128, false, 2, true});
     run({1, 1, 1, 2048, 777, 64, true, 0});
+    run({1, 4, 1, 1000, 1030, 256, true, 2});  // D = 256: sixteen 64-key blocks, multi-query, fp16
+    run({2, 2, 2, 1024, 1024, 256, false, 0, true});
   }
   std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
   if (timing) time_shapes();

@@ -41,6 +41,13 @@ FLYOPS_DEVICE void st_release_gpu(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// Two adjacent fp32 values added into global memory (red.global.add.v2.f32, sm_90): no value
+// comes back, so the thread goes on at once; `p` 8-byte aligned. A warp whose lanes give
+// consecutive pairs adds 256 contiguous bytes in one instruction.
+FLYOPS_DEVICE void red_add_f32x2(float* p, float a, float b) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+
 #endif
 
 }  // namespace flyops::tile

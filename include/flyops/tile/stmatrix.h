@@ -34,14 +34,22 @@ FLYOPS_DEVICE uint32_t box_lane_addr(uint32_t box) {
 FLYOPS_HD constexpr uint32_t box_offset_16x64(int r, int c) {
   return static_cast<uint32_t>(r * 128 + (((c / 8) ^ (r % 8)) << 4) + (c % 8) * 2);
 }
-// pack(c, h): this lane's register of chunk c (0..7), rows + 8 h, e.g. pack2 of the
-// accumulator pair at acc[4 (8 box + c) + 2 h].
+// kPairs chunk pairs of such a box from pair pair0 (columns 16 pair0 ..); pack(c, h): this
+// lane's register of chunk 2 pair0 + c, rows + 8 h. Fewer than four pairs: a fragment
+// narrower than the box (an m64 x 32 accumulator into its columns of the rows).
+template <int kPairs, typename Pack>
+FLYOPS_DEVICE void stmatrix_box_pairs(uint32_t lane_addr, int pair0, Pack&& pack) {
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)
+    stmatrix_x4(lane_addr ^ static_cast<uint32_t>((pair0 + p) * 32), pack(2 * p, 0), pack(2 * p, 1),
+                pack(2 * p + 1, 0), pack(2 * p + 1, 1));
+}
+
+// The whole box: pack(c, h) for chunk c (0..7), e.g. pack2 of the accumulator pair at
+// acc[4 (8 box + c) + 2 h].
 template <typename Pack>
 FLYOPS_DEVICE void stmatrix_box_16x64(uint32_t lane_addr, Pack&& pack) {
-#pragma unroll
-  for (int p = 0; p < 4; ++p)
-    stmatrix_x4(lane_addr ^ static_cast<uint32_t>(p * 32), pack(2 * p, 0), pack(2 * p, 1), pack(2 * p + 1, 0),
-                pack(2 * p + 1, 1));
+  stmatrix_box_pairs<4>(lane_addr, 0, pack);
 }
 #endif
 

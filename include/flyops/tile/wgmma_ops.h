@@ -27,6 +27,20 @@ FLYOPS_DEVICE void wgmma_m64n16k16_bf16(float (&d)[8], uint64_t desc_a, uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
 }
 
+// D[64 x 32] (+)= A[64 x 16] * B[16 x 32], bf16 operands from shared memory (descriptors),
+// fp32 accumulators in the fragment layout of wgmma (d has 16 per thread). kTransA /
+// kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
+template <int kTransA = 0, int kTransB = 0>
+FLYOPS_DEVICE void wgmma_m64n32k16_bf16(float (&d)[16], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
+}
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64], bf16 operands from shared memory (descriptors),
 // fp32 accumulators in the fragment layout of wgmma (d has 32 per thread). kTransA /
 // kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
@@ -168,6 +182,20 @@ FLYOPS_DEVICE void wgmma_m64n16k16_fp16(float (&d)[8], uint64_t desc_a, uint64_t
       : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
 }
 
+// D[64 x 32] (+)= A[64 x 16] * B[16 x 32], fp16 operands from shared memory (descriptors),
+// fp32 accumulators in the fragment layout of wgmma (d has 16 per thread). kTransA /
+// kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
+template <int kTransA = 0, int kTransB = 0>
+FLYOPS_DEVICE void wgmma_m64n32k16_fp16(float (&d)[16], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20;\n}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<uint32_t>(accumulate)), "n"(kTransA), "n"(kTransB));
+}
+
 // D[64 x 64] (+)= A[64 x 16] * B[16 x 64], fp16 operands from shared memory (descriptors),
 // fp32 accumulators in the fragment layout of wgmma (d has 32 per thread). kTransA /
 // kTransB = 1: that operand is MN-major in shared memory (wgmma_desc_mnmajor).
@@ -301,6 +329,8 @@ template <typename T, int kN, int kTransA = 0, int kTransB = 0>
 FLYOPS_DEVICE void wgmma_m64k16(float (&d)[kN / 2], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
   if constexpr (std::is_same_v<T, bf16> && kN == 16)
     wgmma_m64n16k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
+  else if constexpr (std::is_same_v<T, bf16> && kN == 32)
+    wgmma_m64n32k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, bf16> && kN == 64)
     wgmma_m64n64k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, bf16> && kN == 80)
@@ -315,6 +345,8 @@ FLYOPS_DEVICE void wgmma_m64k16(float (&d)[kN / 2], uint64_t desc_a, uint64_t de
     wgmma_m64n256k16_bf16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, fp16> && kN == 16)
     wgmma_m64n16k16_fp16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
+  else if constexpr (std::is_same_v<T, fp16> && kN == 32)
+    wgmma_m64n32k16_fp16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, fp16> && kN == 64)
     wgmma_m64n64k16_fp16<kTransA, kTransB>(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same_v<T, fp16> && kN == 80)

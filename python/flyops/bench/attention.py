@@ -5,7 +5,7 @@ its FlashAttention-2 backend (`fa2_ms`), in one process, bf16, 16384 tokens per 
 Passes: `fwd` (inputs require grad, as in training: the log-sum-exp is computed),
 `fwd_infer` (no grad), `bwd` (the backward alone: each side's own forward once, then its
 backward timed with the graph retained), `fwdbwd` (forward and backward through torch.autograd.grad; forced,
-both are flyops', and head dim 256's backward, which flyops does not take, stays stock's).
+both are flyops').
 Each case times stock, the router (`flyops_ms`: what a user gets), flyops' kernels forced
 past the router (`forced_ms`, the data behind src/attention/tuned_table.h), FA2 (`fa2_ms`)
 and the router under SDPA's flash backend (`flash_routed_ms`: the flash op's calls, whose
