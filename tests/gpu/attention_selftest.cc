@@ -15,7 +15,8 @@
 //           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
 //           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
 //           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ, FLYOPS_TIME_FWD=1 the
-//           forward only
+//           forward only, FLYOPS_TIME_D=256 one head dim only, FLYOPS_TIME_ONLY=1 no
+//           correctness cases before (scripts/attn-ab: each build's own check is separate)
 #include <cuda_runtime.h>
 
 #include "check_cuda.h"
@@ -294,11 +295,13 @@ void time_shapes() {
   CHECK_CUDA(cudaEventCreate(&e1));
   const int64_t shapes[][2] = {{128, 16}, {64, 32}, {256, 8}};  // head dim, heads
   const bool quick = std::getenv("FLYOPS_TIME_QUICK") != nullptr;  // D 64 / 128 at L 1024 and 8192
+  const char* only_d = std::getenv("FLYOPS_TIME_D");
   for (const auto& dh : shapes)
     for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384})
       for (bool causal : {false, true}) {
         const int64_t D = dh[0], H = dh[1], B = 16384 / L, n = B * H * L * D;
         if (quick && (D == 256 || (L != 1024 && L != 8192))) continue;
+        if (only_d != nullptr && std::atoll(only_d) != D) continue;
         uint16_t* buf;
         float* lse;
         CHECK_CUDA(cudaMalloc(&buf, 8 * n * 2));  // q k v o dO dq dk dv
@@ -375,6 +378,10 @@ int main(int argc, char** argv) {
       major != 9) {
     std::printf("attention selftest: needs an sm_90 GPU\n");
     return 1;
+  }
+  if (timing && std::getenv("FLYOPS_TIME_ONLY") != nullptr) {
+    time_shapes();
+    return 0;
   }
   const int64_t lengths[][2] = {{1, 1}, {1, 300}, {113, 203}, {128, 128}, {257, 130}, {130, 257}};
   if (race) {
