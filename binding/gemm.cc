@@ -156,6 +156,9 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
   p.device = a.get_device();
   p.cluster = gemm_forced_cluster();  // the tuning hooks (0: the launcher's choice)
   p.group_rows = gemm_forced_group_rows();
+  // Split-K (src/gemm/splitk.cuh) has not been measured on the H200: only forced calls take
+  // it; the table's classes were measured without it.
+  p.split = gemm_forced() == 1 ? 0 : 1;
   dn.plan = gemm_choose(p, dev);
   return dn;
 }
@@ -187,6 +190,13 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     out = call.out != nullptr ? *call.out : make_fresh();
     dn.params.c = out.data_ptr();
     dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
+    // The split-K path's partials, from the caching allocator on this stream (freed after
+    // the launch: stream order keeps the memory until the kernels are done with it).
+    at::Tensor workspace;
+    if (const size_t bytes = gemm_workspace_bytes(dn.params, dev)) {
+      workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
+      dn.params.workspace = workspace.data_ptr();
+    }
     const Status s = gemm_run(dn.params);
     if (s == Status::kUnsupported) {  // a tensor map the driver refused: stock, and say why
       ours = false;

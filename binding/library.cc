@@ -87,7 +87,9 @@ std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_majo
   const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
   const bool batched = a.dim() == 3;
   const GemmCall call{batched ? "bmm" : "mm", &a, &b, nullptr, 0.0, 1.0, nullptr, batched};
-  const GemmDecision d = decide_gemm(call, dev);
+  GemmDecision d = decide_gemm(call, dev);
+  // The run path gives the split-K path its workspace; name the kernel as that run would.
+  if (gemm_workspace_bytes(d.params, dev) > 0) d.params.workspace = &d;
   const std::string text = decision_text(d.plan.flyops, gemm_kernel_name(d.params, dev), d.plan.reason);
   if (log_level() > 0) log_line("gemm " + describe_gemm(call) + " -> " + text);
   return text;

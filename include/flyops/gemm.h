@@ -41,6 +41,11 @@ struct GemmParams {
   int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
   int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
   int group_rows = 0;  // wide kernel: tile rows per band of its tile order (2 to 64, even); 0: the default (tuning hook)
+  // Wide kernel split along K where its tiles are few (src/gemm/splitk.cuh): 1 none, 2, 4 or
+  // 8 parts, 0 the launcher's choice. Splitting needs `workspace` (the parts' fp32 partial
+  // tiles, gemm_workspace_bytes of them); without one the call runs unsplit.
+  int split = 0;
+  void* workspace = nullptr;  // 16-byte aligned
   int device = 0;
   Stream stream = nullptr;
 };
@@ -66,6 +71,10 @@ int gemm_forced_group_rows();
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 
+// The workspace the call's split-K path needs (0 when it does not split): the caller
+// allocates it (on p.stream's order) and sets p.workspace.
+size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev);
+
 // Launch on p.stream (builds the tensor maps on the host). No allocation. kUnsupported when
 // the driver refuses a tensor map that gemm_supports let through; gemm_last_error() (this
 // thread) then says which and why, and the caller falls back.
@@ -74,7 +83,8 @@ const char* gemm_last_error();
 
 // The kernel's name for logs ("flyops_gemm<bf16,A:k-major,B:k-major>"; on the decode path
 // "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>": A's padded width and the
-// cluster's K parts); valid until this thread's next call.
+// cluster's K parts; split along K "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts8>");
+// valid until this thread's next call.
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev);
 
 }  // namespace flyops

@@ -13,6 +13,7 @@
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
 #include "decode.cuh"
+#include "splitk.cuh"
 
 namespace flyops {
 namespace {
@@ -64,6 +65,26 @@ int device_sms(int device) {
   });
 }
 
+// The kernels' arguments: sizes, the tile order, the epilogue.
+template <typename Cfg, typename T>
+gemm::KernelArgs<T> kernel_args(const GemmParams& p, bool tma_c, int cluster) {
+  gemm::KernelArgs<T> args;
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  const int tiles_m = static_cast<int>((p.M + Cfg::kBM - 1) / Cfg::kBM);
+  const int tiles_n = static_cast<int>((p.N + Cfg::kBN - 1) / Cfg::kBN);
+  args.sched = gemm::Scheduler{tiles_m, tiles_n, cluster, gemm::Scheduler::count(tiles_m, tiles_n, cluster, p.batch)};
+  // The tuning hook's band height: even, so that pairs of tile rows stay in one band.
+  if (p.group_rows >= 2 && p.group_rows <= 64 && p.group_rows % 2 == 0) args.sched.group_rows = p.group_rows;
+  args.batch_stride_c = p.batch_stride_c;
+  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  args.batch_stride_d = use_d ? p.batch_stride_d : 0;
+  args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                                   use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+  args.tma_store = tma_c;
+  args.form = gemm::epilogue_form(args.epi, args.batch_stride_d, p.N);
+  return args;
+}
+
 template <typename Cfg, typename T, bool kAK, bool kBK, int kCluster>
 Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& mc) {
   auto* kernel = &flyops_gemm<Cfg, T, kAK, kBK, kCluster>;
@@ -79,20 +100,7 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
                         : device_sms(p.device);
   });
   if (resident <= 0) return Status::kCudaError;
-  gemm::KernelArgs<T> args;
-  args.M = p.M, args.N = p.N, args.K = p.K;
-  const int tiles_m = static_cast<int>((p.M + Cfg::kBM - 1) / Cfg::kBM);
-  const int tiles_n = static_cast<int>((p.N + Cfg::kBN - 1) / Cfg::kBN);
-  args.sched = gemm::Scheduler{tiles_m, tiles_n, kCluster, gemm::Scheduler::count(tiles_m, tiles_n, kCluster, p.batch)};
-  // The tuning hook's band height: even, so that pairs of tile rows stay in one band.
-  if (p.group_rows >= 2 && p.group_rows <= 64 && p.group_rows % 2 == 0) args.sched.group_rows = p.group_rows;
-  args.batch_stride_c = p.batch_stride_c;
-  const bool use_d = p.beta != 0.f && p.d != nullptr;
-  args.batch_stride_d = use_d ? p.batch_stride_d : 0;
-  args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
-                                   use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
-  args.tma_store = tma_c;
-  args.form = gemm::epilogue_form(args.epi, args.batch_stride_d, p.N);
+  const gemm::KernelArgs<T> args = kernel_args<Cfg, T>(p, tma_c, kCluster);
   const int64_t clusters = args.sched.total < resident ? args.sched.total : resident;
   const dim3 grid(static_cast<unsigned>(clusters * kCluster));
   const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -106,15 +114,61 @@ Status launch(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUte
   return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 
-// The runtime choices (operand majors, cluster size) into template parameters.
+// Split-K (splitk.cuh): `parts` CTAs per tile into the workspace, then the reduction and
+// the epilogue, launched dependent on them.
+template <typename T, bool kAK, bool kBK>
+Status launch_split(const GemmParams& p, bool tma_c, int parts, const CUtensorMap& ma, const CUtensorMap& mb,
+                    const CUtensorMap& mc) {
+  using Cfg = gemm::Wide;
+  constexpr auto partial = &flyops_gemm_splitk<T, kAK, kBK>;
+  constexpr auto reduce = &flyops_gemm_splitk_reduce<T>;
+  if (!smem_opt_in<partial, Cfg::kSmemBytes>(p.device) || !smem_opt_in<reduce, gemm::kReduceSmemBytes>(p.device))
+    return Status::kCudaError;
+  const gemm::KernelArgs<T> args = kernel_args<Cfg, T>(p, tma_c, 1);
+  float* partials = static_cast<float*>(p.workspace);
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  partial<<<static_cast<unsigned>(args.sched.total * parts), gemm::kThreads, Cfg::kSmemBytes, stream>>>(
+      ma, mb, args, partials, parts);
+  if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
+  const cudaError_t e = tile::launch_dependent(reduce, dim3(static_cast<unsigned>(args.sched.total)),
+                                               dim3(gemm::kReduceThreads), gemm::kReduceSmemBytes, stream, mc, args,
+                                               static_cast<const float*>(partials), parts);
+  return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+// The runtime choices (operand majors, cluster size, K parts) into template parameters.
 template <typename Cfg, typename T, int kCluster>
-Status launch_layout(const GemmParams& p, bool tma_c, const CUtensorMap& ma, const CUtensorMap& mb,
+Status launch_layout(const GemmParams& p, bool tma_c, int parts, const CUtensorMap& ma, const CUtensorMap& mb,
                      const CUtensorMap& mc) {
+  if constexpr (kCluster == 1) {
+    if (parts > 1) {
+      if (p.a.k_major)
+        return p.b.k_major ? launch_split<T, true, true>(p, tma_c, parts, ma, mb, mc)
+                           : launch_split<T, true, false>(p, tma_c, parts, ma, mb, mc);
+      return p.b.k_major ? launch_split<T, false, true>(p, tma_c, parts, ma, mb, mc)
+                         : launch_split<T, false, false>(p, tma_c, parts, ma, mb, mc);
+    }
+  }
   if (p.a.k_major)
     return p.b.k_major ? launch<Cfg, T, true, true, kCluster>(p, tma_c, ma, mb, mc)
                        : launch<Cfg, T, true, false, kCluster>(p, tma_c, ma, mb, mc);
   return p.b.k_major ? launch<Cfg, T, false, true, kCluster>(p, tma_c, ma, mb, mc)
                      : launch<Cfg, T, false, false, kCluster>(p, tma_c, ma, mb, mc);
+}
+
+// K parts the call's split-K path would take, 1 where it does not apply (the decode path,
+// pairs, the hook's split = 1): where the wide kernel's tiles fill less than half the SMs,
+// the most parts (2, 4, 8) that keep the grid within one CTA per SM, each part at least
+// eight K blocks long. The hook (split 2, 4, 8) forces a count where every part gets a block.
+int wanted_parts(const GemmParams& p, int sms) {
+  if (p.split == 1 || cluster_for(p) == 2) return 1;
+  const int64_t tiles = (p.M + gemm::Wide::kBM - 1) / gemm::Wide::kBM * ((p.N + gemm::Wide::kBN - 1) / gemm::Wide::kBN) *
+                        p.batch;
+  const int64_t blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
+  if (p.split == 2 || p.split == 4 || p.split == 8) return p.split <= blocks ? p.split : 1;
+  int parts = 1;
+  while (parts < 8 && tiles * parts * 2 <= sms && blocks >= parts * 2 * 8) parts *= 2;
+  return parts;
 }
 
 // C's tensor map for the TMA-store epilogue: {N, M, batch} in 16 x 64 boxes. Only for rows
@@ -175,10 +229,10 @@ bool encode_operands(CUtensorMap* ma, CUtensorMap* mb, const tile::TmaShape& sa,
   return false;
 }
 
-// The wide kernel on the problem as given.
+// The wide kernel on the problem as given, split along K (parts > 1) or not.
 template <typename T>
-Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
-  const int cluster = cluster_for(p);
+Status run_wide(const GemmParams& p, int parts, CUtensorMapDataType type) {
+  const int cluster = parts > 1 ? 1 : cluster_for(p);
   CUtensorMap ma, mb;
   if (!encode_operands(&ma, &mb, operand_shape(p.a, p.M, p.K, p.batch, gemm::Wide::kBM),
                        operand_shape(p.b, p.N, p.K, p.batch, gemm::Wide::kBN / cluster), type))
@@ -187,8 +241,8 @@ Status run_wide(const GemmParams& p, CUtensorMapDataType type) {
   // registers; the unused map stays zeroed and is never touched.
   CUtensorMap mc{};
   const bool tma_c = p.epilogue != 1 && p.N % 8 == 0 && tile::tma_encode_cached(&mc, output_shape(p), type);
-  return cluster == 2 ? launch_layout<gemm::Wide, T, 2>(p, tma_c, ma, mb, mc)
-                      : launch_layout<gemm::Wide, T, 1>(p, tma_c, ma, mb, mc);
+  return cluster == 2 ? launch_layout<gemm::Wide, T, 2>(p, tma_c, 1, ma, mb, mc)
+                      : launch_layout<gemm::Wide, T, 1>(p, tma_c, parts, ma, mb, mc);
 }
 
 // The decode kernel for the runtime choices: operand majors and A's padded width into
@@ -262,26 +316,50 @@ int decode_parts(const GemmParams& p, int sms) {
   return parts;
 }
 
+// The wide kernel's K parts: wanted_parts where the decode path does not apply and the
+// caller gave the workspace, else 1.
+int split_parts(const GemmParams& p, int sms) {
+  if (decode_parts(p, sms) > 0 || p.workspace == nullptr) return 1;
+  return wanted_parts(p, sms);
+}
+
+int sms_of(const DeviceInfo& dev) { return dev.sm_count > 0 ? dev.sm_count : 132; }
+
 }  // namespace
+
+size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
+  const int sms = sms_of(dev);
+  if (decode_parts(p, sms) > 0) return 0;
+  const int parts = wanted_parts(p, sms);
+  if (parts == 1) return 0;
+  const int64_t tiles = (p.M + gemm::Wide::kBM - 1) / gemm::Wide::kBM * ((p.N + gemm::Wide::kBN - 1) / gemm::Wide::kBN) *
+                        p.batch;
+  return static_cast<size_t>(gemm::split_workspace_floats(tiles, parts)) * 4;
+}
 
 Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const int parts = decode_parts(p, device_sms(p.device));
-  if (p.dtype == DType::kBFloat16)
-    return parts > 0 ? run_decode<tile::bf16>(p, parts, type) : run_wide<tile::bf16>(p, type);
-  return parts > 0 ? run_decode<tile::fp16>(p, parts, type) : run_wide<tile::fp16>(p, type);
+  const int sms = device_sms(p.device);
+  const int parts = decode_parts(p, sms);
+  if (parts > 0)
+    return p.dtype == DType::kBFloat16 ? run_decode<tile::bf16>(p, parts, type) : run_decode<tile::fp16>(p, parts, type);
+  const int split = split_parts(p, sms);
+  return p.dtype == DType::kBFloat16 ? run_wide<tile::bf16>(p, split, type) : run_wide<tile::fp16>(p, split, type);
 }
 
 const char* gemm_last_error() { return g_last_error; }
 
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev) {
   thread_local char name[96];
-  const int parts = decode_parts(p, dev.sm_count > 0 ? dev.sm_count : 132);
+  const int sms = sms_of(dev);
+  const int parts = decode_parts(p, sms), split = parts > 0 ? 1 : split_parts(p, sms);
   char tail[24] = "";
   if (parts > 0) std::snprintf(tail, sizeof(tail), ",n%d,kparts%d", decode_width(p), parts);
-  std::snprintf(name, sizeof(name), "flyops_gemm%s<%s,A:%s-major,B:%s-major%s>", parts > 0 ? "_decode" : "",
-                p.dtype == DType::kBFloat16 ? "bf16" : "fp16", p.a.k_major ? "k" : "m", p.b.k_major ? "k" : "n", tail);
+  if (split > 1) std::snprintf(tail, sizeof(tail), ",kparts%d", split);
+  std::snprintf(name, sizeof(name), "flyops_gemm%s<%s,A:%s-major,B:%s-major%s>",
+                parts > 0 ? "_decode" : split > 1 ? "_splitk" : "", p.dtype == DType::kBFloat16 ? "bf16" : "fp16",
+                p.a.k_major ? "k" : "m", p.b.k_major ? "k" : "n", tail);
   return name;
 }
 

@@ -114,6 +114,32 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(params(1001, 1001, 128), kH200).flyops);      // one call, 32 tiles
 }
 
+// Split-K (src/gemm/splitk.cuh): where the wide tiles fill less than half the SMs, the most
+// parts that keep the grid within one CTA per SM with eight K blocks or more each; its fp32
+// partials (16 KB per consumer warp, 8 warps a tile, per part) come from the caller's
+// workspace, and without one the call runs unsplit.
+TEST(GemmSplitK, PartsWorkspaceAndName) {
+  const size_t tile_part = size_t{8} * 128 * 32 * 4;
+  EXPECT_EQ(gemm_workspace_bytes(params(113, 203, 4096), kH200), 1 * 8 * tile_part);   // one tile, 8 parts
+  EXPECT_EQ(gemm_workspace_bytes(params(512, 203, 4096), kH200), 4 * 8 * tile_part);   // 4 tiles x 8
+  EXPECT_EQ(gemm_workspace_bytes(params(256, 4096, 4096), kH200), 32 * 4 * tile_part); // 32 tiles x 4
+  EXPECT_EQ(gemm_workspace_bytes(params(1000, 1000, 1024), kH200), 32 * 2 * tile_part);  // 16 blocks: 2
+  EXPECT_EQ(gemm_workspace_bytes(params(1000, 1000, 512), kH200), 0u);  // 8 K blocks: too short
+  EXPECT_EQ(gemm_workspace_bytes(params(4096, 4096, 4096), kH200), 0u);  // 512 tiles: no split
+  EXPECT_EQ(gemm_workspace_bytes(params(129, 257, 520), kH200), 0u);    // 9 K blocks: too short
+  EXPECT_EQ(gemm_workspace_bytes(params(8, 4096, 4096), kH200), 0u);    // the decode path
+  GemmParams hook = params(129, 257, 520);
+  hook.split = 4;  // the hook forces it where every part gets a block
+  EXPECT_EQ(gemm_workspace_bytes(hook, kH200), 4 * 4 * tile_part);
+  hook = params(113, 203, 4096);
+  hook.split = 1;  // none
+  EXPECT_EQ(gemm_workspace_bytes(hook, kH200), 0u);
+  GemmParams p = params(113, 203, 4096);
+  EXPECT_EQ(std::string(gemm_kernel_name(p, kH200)), "flyops_gemm<bf16,A:k-major,B:k-major>");  // no workspace
+  p.workspace = g_buf;
+  EXPECT_EQ(std::string(gemm_kernel_name(p, kH200)), "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts8>");
+}
+
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
   for (int g : {gemm::kGroupRows, 2, 16})
   for (int cluster : {1, 2})

@@ -113,6 +113,13 @@ int main(int argc, char** argv) {
     }
     flyops::GemmParams p;
     p.M = s.M, p.N = s.N, p.K = s.K, p.a = {a, s.K}, p.b = {b, s.K}, p.c = c, p.ldc = s.N;
+    // The split-K path's workspace where the launcher would split (the default candidate
+    // splits; the variants below run unsplit, so one run compares the two).
+    void* ws = nullptr;
+    if (const size_t bytes = flyops::gemm_workspace_bytes(p, flyops::device_info(0))) {
+      CHECK_CUDA(cudaMalloc(&ws, bytes));
+      p.workspace = ws;
+    }
     const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
     const float one = 1.f, zero = 0.f;
     auto stock = [&] {
@@ -147,6 +154,7 @@ int main(int argc, char** argv) {
         cand[1 + v].kparts = 2 << v;
       } else {
         cand[1 + v].cluster = variants[v][0], cand[1 + v].epilogue = variants[v][1], cand[1 + v].path = 1;
+        cand[1 + v].split = 1;
       }
     }
     std::vector<std::vector<float>> samples(5);
@@ -178,11 +186,12 @@ int main(int argc, char** argv) {
                 "speedup %.3f  [%s %.2f, %.2f, %.2f]  %s  maxdiff %.3g (max %.3g)%s%s\n",
                 (long long)s.M, (long long)s.N, (long long)s.K, ms_stock, flop / ms_stock * 1e-9,
                 wbytes / ms_stock * 1e-9, ms_ours, flop / ms_ours * 1e-9, wbytes / ms_ours * 1e-9, ms_stock / ms_ours,
-                decode ? "decode TB/s: kparts 2, 4, 8" : "wide TFLOP/s: c1 reg, c1 tma, c2 tma", tf_var[0], tf_var[1], tf_var[2], flyops::gemm_kernel_name(p, flyops::device_info(0)), maxdiff, maxref, close ? "" : "  MISMATCH", sup.ok ? "" : "  (unsupported)");
+                decode ? "decode TB/s: kparts 2, 4, 8" : "wide unsplit TFLOP/s: c1 reg, c1 tma, c2 tma", tf_var[0], tf_var[1], tf_var[2], flyops::gemm_kernel_name(p, flyops::device_info(0)), maxdiff, maxref, close ? "" : "  MISMATCH", sup.ok ? "" : "  (unsupported)");
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);
     cudaFree(cref);
+    cudaFree(ws);
   }
   cudaFree(flush);
   cublasDestroy(h);

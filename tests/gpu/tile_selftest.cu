@@ -408,6 +408,7 @@ struct GemmCase {
   bool wide = false;     // the wide kernel even where the decode path applies
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
   int d_offset = 0;      // d starts this many elements into its buffer (1: a bias not 4-byte aligned)
+  int split = 0;         // the wide kernel's K parts (splitk.cuh; 0: the launcher's choice, given a workspace)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -458,7 +459,15 @@ void test_gemm(const GemmCase& g) {
   p.cluster = g.cluster;
   p.path = g.wide ? 1 : 0;
   p.kparts = g.kparts;
+  p.split = g.split;
   if (g.d_kind != 0) p.d = dd + g.d_offset, p.d_stride_m = dsm, p.d_stride_n = dsn;
+  // The split-K path's workspace, as the binding gives it (poisoned: every part writes its slots).
+  void* ws = nullptr;
+  if (const size_t bytes = flyops::gemm_workspace_bytes(p, flyops::device_info(0))) {
+    CHECK_CUDA(cudaMalloc(&ws, bytes));
+    CHECK_CUDA(cudaMemset(ws, 0xff, bytes));
+    p.workspace = ws;
+  }
   const flyops::Support sup = flyops::gemm_supports(p, flyops::device_info(0));
   char name[160];
   std::snprintf(name, sizeof(name), "%s %lldx%lldx%lld b%lld pad%lld a%g b%g d%d%s c%d%s", flyops::gemm_kernel_name(p, flyops::device_info(0)),
@@ -502,6 +511,7 @@ void test_gemm(const GemmCase& g) {
   cudaFree(db);
   cudaFree(dc);
   cudaFree(dd);
+  cudaFree(ws);
 }
 
 // A GEMM launched first thing from a new host thread, which has no current CUDA context
@@ -848,7 +858,17 @@ int main() {
     test_gemm({520, 700, 136, ak, bk, false, 2, 0, 1.f, 0.f, 0, 2});  // pairs, odd tile rows
     test_gemm({129, 257, 520, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, true});
     test_gemm({17, 4104, 40, ak, bk, true, 1, 0, 1.f, 0.f, 0, 2, true});
+    // Split along K (splitk.cuh): one tile in 8 parts (C by the lanes), 12 tiles in 4 (TMA
+    // stores), K not a multiple of the block in 8 parts of two blocks.
+    test_gemm({113, 203, 4096, ak, bk});
+    test_gemm({300, 1000, 1024, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, false, 0, 0, 4});
+    test_gemm({150, 500, 1000, ak, bk, true, 1, 0, 1.f, 0.f, 0, 0, false, false, 0, 0, 8});
   }
+  // Split along K with the addend's forms, an odd ldc and batches.
+  test_gemm({200, 264, 2048, true, true, true, 1, 0, 2.f, 0.5f, 3, 0, false, false, 0, 0, 8});
+  test_gemm({130, 300, 1024, true, false, false, 1, 0, 1.f, 1.f, 1, 0, true, false, 0, 0, 2});
+  test_gemm({129, 257, 1024, true, true, false, 3, 0, 1.f, 0.f, 0, 0, false, false, 0, 0, 4});
+  test_gemm({100, 1000, 2048, false, true, false, 1, 0, 1.f, -2.f, 2, 0, false, false, 0, 0, 2});
   // The staged (TMA-store) epilogue's forms, N % 8 == 0: a bias (F.linear), scaled, a column
   // and a full addend (the general form), a bias one element off 4-byte alignment (general),
   // a batched bias; N past a tile edge inside a box and rows past M inside a warp's box.

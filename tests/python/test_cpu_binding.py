@@ -326,7 +326,7 @@ def test_bench_without_gpu_says_so():
 # ---- GEMM (the binding: binding/gemm.cc) -----------------------------------------------------
 
 GEMM_OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
-GEMM_KERNEL = re.compile(r"flyops_gemm(_decode)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+)?>")
+GEMM_KERNEL = re.compile(r"flyops_gemm(_decode|_splitk)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+|,kparts[248])?>")
 
 
 @pytest.fixture
@@ -373,6 +373,9 @@ def test_gemm_routing_decisions():
             assert r(*_gemm_operands(128, 256, 64, layout, dtype)) == f"flyops_gemm<{tag},{m}>"
     # odd M and N: TMA zero-fills the edges, as long as the strides are 16-byte multiples
     assert r(*_gemm_operands(113, 203, 64, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+    # one tile and a long K: split along K in 8 parts (forced only: src/gemm/splitk.cuh)
+    assert r(*_gemm_operands(113, 203, 4096, "nt")) == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts8>"
+    assert r(*_gemm_operands(256, 4096, 4096, "tn")) == "flyops_gemm_splitk<bf16,A:m-major,B:n-major,kparts4>"
     # M <= 64 rows: the decode kernel (A padded to 64 rows past 16; one K block, one part)
     assert r(*_gemm_operands(17, 4104, 40, "nn")) == "flyops_gemm_decode<bf16,A:k-major,B:n-major,n64,kparts1>"
     assert r(*_gemm_operands(16, 4096, 4096, "nt")) == "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>"
@@ -424,6 +427,8 @@ def test_gemm_router_table_classes():
     assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
     for shape in ((4096, 4096, 4096), (113, 203, 4096), (1, 4096, 4096), (1001, 1001, 128)):
         assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
+    # few tiles (64), long K, in the class: the kernel it was measured with, not split
+    assert r(*_gemm_operands(2048, 1001, 4096, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
     # attention scores as a bmm: short K, flyops over 32 heads (1024 tiles), stock over 4 (128)
     q, k = torch.empty(32, 1001, 128, dtype=torch.bfloat16), torch.empty(32, 1001, 128, dtype=torch.bfloat16)
     assert r(q, k.transpose(-1, -2)) == "flyops_gemm<bf16,A:k-major,B:k-major>"
