@@ -98,8 +98,7 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
   __shared__ uint64_t kv_bar;
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  const BwdSmem<Cfg> sm{smem_raw + ((1024u - (raw & 1023u)) & 1023u)};
+  const BwdSmem<Cfg> sm{tile::align_1024(smem_raw)};
   const int hk = blockIdx.y, b = blockIdx.z;
   const int kv0 =
       key_block_of(blockIdx.x, gridDim.x, args.dq_turn != nullptr, args.causal) * Cfg::kBN;

@@ -18,8 +18,7 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> kring, vring;
   __shared__ uint64_t q_bar;
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  const Smem<Cfg> sm{smem_raw + ((1024u - (raw & 1023u)) & 1023u)};
+  const Smem<Cfg> sm{tile::align_1024(smem_raw)};
   const int qb = args.causal ? args.q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   const int h = blockIdx.y, b = blockIdx.z, hk = h / args.group;
   const int q0 = qb * Cfg::kBM;

@@ -118,8 +118,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
   using Cfg = DecodeConfig<kMP>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  unsigned char* base = tile::align_1024(smem_raw);
   const Stages<Cfg> s{base};
   const unsigned long long t_start = trace_now();
   const int wg = threadIdx.x / 128;

@@ -41,8 +41,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
   // The stages start on a 1024-byte boundary (the 128-byte swizzle's atom).
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  unsigned char* base = tile::align_1024(smem_raw);
   const Stages<Cfg> s{base};
   const int wg = threadIdx.x / 128;
   const int k_blocks = static_cast<int>((args.K + kBK - 1) / kBK);

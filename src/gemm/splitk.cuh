@@ -46,8 +46,7 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
   using Cfg = Wide;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ tile::Ring<Cfg::kStages> ring;
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  unsigned char* base = tile::align_1024(smem_raw);
   const Stages<Cfg> s{base};
   const int wg = threadIdx.x / 128;
   const int64_t tile_index = blockIdx.x / parts;
@@ -92,8 +91,7 @@ __global__ void __launch_bounds__(flyops::gemm::kReduceThreads, 1)
   using namespace flyops::gemm;
   using Cfg = Wide;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw = tile::smem_addr(smem_raw);
-  unsigned char* base = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  unsigned char* base = tile::align_1024(smem_raw);
   const int wg = threadIdx.x / 128, g = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t tile_index = blockIdx.x;
   const TileCoord tc = args.sched.at(tile_index, 0);

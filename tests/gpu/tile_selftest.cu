@@ -730,6 +730,24 @@ void test_bulk_reduce() {
   cudaFree(g);
 }
 
+// ---- align_1024: the first 1024-byte boundary of dynamic shared memory, less than 1024 on ----
+__global__ void align_kernel(int* out) {
+  extern __shared__ __align__(16) unsigned char dyn[];
+  const unsigned char* a = align_1024(dyn);
+  out[0] = static_cast<int>(smem_addr(a) % 1024);
+  out[1] = static_cast<int>(a - dyn);
+}
+
+void test_align_1024() {
+  int* d;
+  CHECK_CUDA(cudaMalloc(&d, 8));
+  align_kernel<<<1, 32, 4096>>>(d);
+  int got[2] = {-1, -1};
+  CHECK_CUDA(cudaMemcpy(got, d, 8, cudaMemcpyDeviceToHost));
+  report("align_1024 of dynamic shared memory", got[0] == 0 && got[1] >= 0 && got[1] < 1024);
+  cudaFree(d);
+}
+
 // ---- red.global.add.v2.f32: 64 CTAs add i - 32 (exact in fp32) to every pair of 4096
 // floats, lane-consecutive pairs as the attention backward adds dQ ----
 __global__ void red_add_kernel(float* g, int n) {
@@ -831,6 +849,7 @@ int main() {
   test_named_barrier();
   test_bulk_reduce();
   test_red_add();
+  test_align_1024();
   test_turns();
   test_dependent_launch();
   test_tma_load(false);

@@ -13,6 +13,10 @@ FLYOPS_DEVICE uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The first 1024-byte boundary at or after p in shared memory (the 128-byte swizzle's atom,
+// where TMA boxes and wgmma tiles start); kernels ask for 1024 bytes of slack for it.
+FLYOPS_DEVICE unsigned char* align_1024(unsigned char* p) { return p + ((1024u - (smem_addr(p) & 1023u)) & 1023u); }
+
 // One thread initialises; make it visible to the async proxy before any copy names it.
 FLYOPS_DEVICE void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
