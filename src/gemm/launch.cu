@@ -130,8 +130,8 @@ Status launch_split(const GemmParams& p, bool tma_c, int parts, const CUtensorMa
   partial<<<static_cast<unsigned>(args.sched.total * parts), gemm::kThreads, Cfg::kSmemBytes, stream>>>(
       ma, mb, args, partials, parts);
   if (cudaGetLastError() != cudaSuccess) return Status::kCudaError;
-  const cudaError_t e = tile::launch_dependent(reduce, dim3(static_cast<unsigned>(args.sched.total)),
-                                               dim3(gemm::kReduceThreads), gemm::kReduceSmemBytes, stream, mc, args,
+  const cudaError_t e = tile::launch_dependent(reduce, dim3(static_cast<unsigned>(args.sched.total * gemm::kSplitWarps)),
+                                               dim3(32), gemm::kReduceSmemBytes, stream, mc, args,
                                                static_cast<const float*>(partials), parts);
   return e == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }

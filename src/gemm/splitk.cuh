@@ -6,9 +6,9 @@
 //     accumulators to the workspace, each consumer warp's in its own 16 KB slot in register
 //     order (lane l's float4 of registers 4 i .. 4 i + 3 at (32 i + l) x 16 bytes: 512
 //     contiguous bytes a warp store);
-//   flyops_gemm_splitk_reduce: a CTA per tile, its eight warps as the tile's eight consumer
-//     warps: the parts added in part order (the same bits every run, no atomics:
-//     deterministic mode may use it), then the wide kernel's staged epilogue. It is a
+//   flyops_gemm_splitk_reduce: a one-warp CTA per consumer warp of each tile: the parts
+//     added in part order (the same bits every run, no atomics: deterministic mode may use
+//     it), then the wide kernel's staged epilogue for that warp's 16 rows. It is a
 //     programmatic dependent launch, so its CTAs are resident before the parts end.
 #pragma once
 
@@ -23,9 +23,9 @@ namespace flyops::gemm {
 
 inline constexpr int kSplitWarps = kConsumers * 4;  // a tile's consumer warps
 inline constexpr int kSplitSlotFloats = 128 * 32;   // a warp's 128 fp32 registers x 32 lanes
-inline constexpr int kReduceThreads = 128 * kConsumers;
-// The reduction's shared memory: the epilogue's staging of both warpgroups, 1024-aligned.
-inline constexpr int kReduceSmemBytes = kConsumers * Wide::kStagingBytes + 1024;
+// The reduction: a one-warp CTA per (tile, consumer warp), so that one tile's reduction
+// spreads over eight SMs; its shared memory is that warp's epilogue staging, 1024-aligned.
+inline constexpr int kReduceSmemBytes = kWarpStagingBytes + 1024;
 
 // The slot of consumer warp g (0 .. 7) of part `part` of tile `tile`.
 FLYOPS_HD int64_t split_slot(int64_t tile, int parts, int part, int g) {
@@ -84,34 +84,43 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, 1)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(flyops::gemm::kReduceThreads, 1)
+__global__ void __launch_bounds__(32)
     flyops_gemm_splitk_reduce(const __grid_constant__ CUtensorMap map_c, const flyops::gemm::KernelArgs<T> args,
                               const float* partials, int parts) {
   using namespace flyops;
   using namespace flyops::gemm;
   using Cfg = Wide;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* base = tile::align_1024(smem_raw);
-  const int wg = threadIdx.x / 128, g = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t tile_index = blockIdx.x;
+  unsigned char* staging = tile::align_1024(smem_raw);
+  const int lane = threadIdx.x;
+  const int64_t tile_index = blockIdx.x / kSplitWarps;
+  const int g = static_cast<int>(blockIdx.x % kSplitWarps);  // the tile's consumer warp this CTA stands in for
   const TileCoord tc = args.sched.at(tile_index, 0);
-  if (args.tma_store && threadIdx.x == 0) tile::tma_prefetch_map(&map_c);
+  if (args.tma_store && lane == 0) tile::tma_prefetch_map(&map_c);
   tile::grid_dependency_wait();  // every part's partials written and visible
+  // Part by part, each part's 32 loads independent of each other (in flight together); the
+  // sums run in part order, the same for every element and every run.
   float acc[Cfg::kBN / 2];
+  const float4* slot = reinterpret_cast<const float4*>(partials + split_slot(tile_index, parts, 0, g));
 #pragma unroll
   for (int i = 0; i < Cfg::kBN / 8; ++i) {
-    float4 sum = reinterpret_cast<const float4*>(partials + split_slot(tile_index, parts, 0, g))[i * 32 + lane];
-    for (int part = 1; part < parts; ++part) {
-      const float4 v = reinterpret_cast<const float4*>(partials + split_slot(tile_index, parts, part, g))[i * 32 + lane];
-      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+    const float4 v = slot[i * 32 + lane];
+    acc[4 * i] = v.x, acc[4 * i + 1] = v.y, acc[4 * i + 2] = v.z, acc[4 * i + 3] = v.w;
+  }
+  for (int part = 1; part < parts; ++part) {
+    slot = reinterpret_cast<const float4*>(partials + split_slot(tile_index, parts, part, g));
+#pragma unroll
+    for (int i = 0; i < Cfg::kBN / 8; ++i) {
+      const float4 v = slot[i * 32 + lane];
+      acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
     }
-    acc[4 * i] = sum.x, acc[4 * i + 1] = sum.y, acc[4 * i + 2] = sum.z, acc[4 * i + 3] = sum.w;
   }
   EpilogueArgs<T> e = args.epi;
   e.c += tc.z * args.batch_stride_c;
   if (e.d != nullptr) e.d += tc.z * args.batch_stride_d;
-  unsigned char* staging = base + wg * Cfg::kStagingBytes;
-  const int row0 = tc.m * Cfg::kBM + 64 * wg, col0 = tc.n * Cfg::kBN;
+  // store_tile_staged places warp w of a warpgroup at rows row0 + 16 w; this CTA's one warp
+  // is w = 0, so row0 is warp g's own first row.
+  const int row0 = tc.m * Cfg::kBM + 16 * g, col0 = tc.n * Cfg::kBN;
   if (args.tma_store) {
     store_tile_staged<true>(acc, e, args.form, &map_c, staging, args.M, args.N, row0, col0, tc.z);
     if (lane == 0) tile::tma_store_drain();
