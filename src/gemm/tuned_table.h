@@ -50,4 +50,11 @@ inline bool measured_faster(const GemmParams& p) {
   return false;
 }
 
+// Split-K (splitk.cuh) against the unsplit kernel, nineteenth session run 2
+// (`flyops_gemm_probe`, interleaved rounds): in the unaligned class 2048 x 1001 x 4096 (2
+// parts) 0.0375 against 0.0458 ms (stock 0.191); on aligned rows, 777 x 1240 x 2048 and 128 x
+// 4096 x 8192 faster than unsplit but still 0.57-0.75x of cuBLAS, so only the class that
+// routes to flyops takes it.
+inline bool split_measured(const GemmParams& p) { return p.ldc % 8 != 0 && measured_faster(p); }
+
 }  // namespace flyops::gemm

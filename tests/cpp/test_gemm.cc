@@ -134,6 +134,14 @@ TEST(GemmSplitK, PartsWorkspaceAndName) {
   hook = params(113, 203, 4096);
   hook.split = 1;  // none
   EXPECT_EQ(gemm_workspace_bytes(hook, kH200), 0u);
+  // Unforced, only where split-K measured faster: the unaligned class.
+  ASSERT_EQ(gemm_forced(), 0);
+  EXPECT_TRUE(gemm_split_allowed(params(2048, 1001, 4096)));
+  EXPECT_FALSE(gemm_split_allowed(params(113, 203, 4096)));   // N < 1000: not the class
+  EXPECT_FALSE(gemm_split_allowed(params(256, 4096, 4096)));  // aligned rows
+  gemm_force(1);
+  EXPECT_TRUE(gemm_split_allowed(params(256, 4096, 4096)));
+  gemm_force(0);
   GemmParams p = params(113, 203, 4096);
   EXPECT_EQ(std::string(gemm_kernel_name(p, kH200)), "flyops_gemm<bf16,A:k-major,B:k-major>");  // no workspace
   p.workspace = g_buf;

@@ -427,8 +427,8 @@ def test_gemm_router_table_classes():
     assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
     for shape in ((4096, 4096, 4096), (113, 203, 4096), (1, 4096, 4096), (1001, 1001, 128)):
         assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
-    # few tiles (64), long K, in the class: the kernel it was measured with, not split
-    assert r(*_gemm_operands(2048, 1001, 4096, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
+    # few tiles (64), long K, in the class: split along K, where it measured faster
+    assert r(*_gemm_operands(2048, 1001, 4096, "nt")) == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts2>"
     # attention scores as a bmm: short K, flyops over 32 heads (1024 tiles), stock over 4 (128)
     q, k = torch.empty(32, 1001, 128, dtype=torch.bfloat16), torch.empty(32, 1001, 128, dtype=torch.bfloat16)
     assert r(q, k.transpose(-1, -2)) == "flyops_gemm<bf16,A:k-major,B:k-major>"

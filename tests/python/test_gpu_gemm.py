@@ -729,12 +729,18 @@ def test_split_k_exact(shape, layout):
     assert_same_bits(y, ref64(a, b).to(torch.bfloat16), "split-K graph replay")
 
 
-def test_split_k_stays_off_the_router():
-    """Unforced, the split-K path is not taken (not yet measured on the H200): the table's
-    classes run the kernel they were measured with."""
+def test_split_k_through_the_router():
+    """Unforced, split-K runs where it measured faster (C's unaligned rows with few tiles:
+    2048 x 1001 x 4096 in two parts) and nowhere else (aligned rows stay stock)."""
     a, b = operands(2048, 1001, 4096, torch.bfloat16, "nt")
     r = torch.ops.flyops._route_gemm(a, b)
-    assert r == "flyops_gemm<bf16,A:k-major,B:k-major>", r
+    assert r == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts2>", r
+    want = ref64(a, b)
+    out, where = went(lambda: a @ b)
+    assert where == "flyops"
+    assert_same_bits(out, want.to(torch.bfloat16), "routed split-K")
+    a, b = operands(256, 4096, 4096, torch.bfloat16, "nt")
+    assert torch.ops.flyops._route_gemm(a, b).startswith("stock (")
 
 
 @pytest.mark.usefixtures("ours")
