@@ -59,11 +59,24 @@ inline bool bwd_measured_faster(const AttnBwdParams& p) {
                               (f.D == 128 || f.causal));
 }
 
-// Why stock's backward runs, or nullptr where ours measured faster. The head dim 256 kernel
-// (bwd_mainloop_split.cuh) has not run on the H200 yet: stock until it has been measured.
+// The head dim 256 backward (bwd_mainloop_split.cuh), nineteenth session run 3 (the bench's
+// bwd pass, flyops forced against stock in alternating rounds, bf16, B x L = 16384, H = 8):
+// against cuDNN 1.15 / 1.13x non-causal and 1.06 / 1.04x causal at L = 512 / 1024, 1.06 /
+// 1.10x non-causal at 8192 / 16384; 0.89-1.04x elsewhere (L = 2048-4096, causal from 2048),
+// so stock there. Against FA2 1.53-1.76x at every length. The ordered dQ at D = 256 was not
+// measured.
+inline bool bwd_d256_measured_faster(const AttnBwdParams& p) {
+  const AttnParams& f = p.fwd;
+  if (p.deterministic) return false;
+  if (f.stock == AttnStock::kFlash2) return flash2_class(f);
+  if (f.dtype != DType::kBFloat16 || f.H != f.Hkv || f.Lq != f.Lk) return false;
+  return (f.Lq >= 512 && f.Lq <= 1024) || (!f.causal && f.Lq >= 8192);
+}
+
+// Why stock's backward runs, or nullptr where ours measured faster.
 inline const char* bwd_stock_reason(const AttnBwdParams& p) {
-  if (p.fwd.D == 256) return "backward head dim 256 not measured on the H200 yet (attention/tuned_table.h)";
-  return bwd_measured_faster(p) ? nullptr : kStockFaster;
+  const bool faster = p.fwd.D == 256 ? bwd_d256_measured_faster(p) : bwd_measured_faster(p);
+  return faster ? nullptr : kStockFaster;
 }
 
 }  // namespace flyops::attention

@@ -212,14 +212,32 @@ TEST(AttentionBackwardRouter, AgainstFlash2) {
   EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
   off.fwd.Lq = off.fwd.Lk = 512;
   EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
-  off = bwd_params(16, 16, 4096, 4096, 256);
+  off = bwd_params(16, 16, 4096, 4096, 256);  // D = 256 against FA2: every length from 512
   off.fwd.stock = AttnStock::kFlash2;
-  const AttnPlan d256 = attention_bwd_choose(off, kH200);  // supported, not measured yet
-  EXPECT_FALSE(d256.flyops);
-  EXPECT_STREQ(d256.reason, "backward head dim 256 not measured on the H200 yet (attention/tuned_table.h)");
-  attention_bwd_force(1);
   EXPECT_TRUE(attention_bwd_choose(off, kH200).flyops);
-  attention_bwd_force(0);
+  off.deterministic = true;  // its ordered dQ is not measured
+  EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
+}
+
+// D = 256 against cuDNN: the measured classes only (L 512-1024, non-causal from 8192).
+TEST(AttentionBackwardRouter, HeadDim256AgainstCudnn) {
+  auto at = [](int64_t L, bool causal) {
+    AttnBwdParams p = bwd_params(8, 8, L, L, 256);
+    p.fwd.causal = causal;
+    return attention_bwd_choose(p, kH200);
+  };
+  EXPECT_TRUE(at(512, false).flyops);
+  EXPECT_TRUE(at(1024, true).flyops);
+  EXPECT_TRUE(at(8192, false).flyops);
+  EXPECT_TRUE(at(16384, false).flyops);
+  EXPECT_FALSE(at(4096, false).flyops);
+  EXPECT_FALSE(at(8192, true).flyops);
+  EXPECT_FALSE(at(256, false).flyops);  // shorter rows were not measured
+  const AttnPlan mid = at(2048, false);
+  EXPECT_FALSE(mid.flyops);
+  EXPECT_NE(std::string(mid.reason).find("tuned_table"), std::string::npos);
+  AttnBwdParams gqa = bwd_params(8, 2, 1024, 1024, 256);
+  EXPECT_FALSE(attention_bwd_choose(gqa, kH200).flyops);
 }
 
 // Query blocks a key block sees: all without a mask; causal top-left starts at the block
