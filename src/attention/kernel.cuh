@@ -9,7 +9,7 @@
 #include "mainloop.cuh"
 
 template <typename Cfg, typename T>
-__global__ void __launch_bounds__(flyops::attention::kThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     flyops_attention_fwd(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
                          const flyops::attention::Args args) {
@@ -25,8 +25,8 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   const int blocks = KeyRange::of(q0, Cfg::kBM, Cfg::kBN, args.Lk, args.causal, args.offset).blocks;
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
-    kring.init(kConsumers * 4);  // one arrival per consumer warp
-    vring.init(kConsumers * 4);
+    kring.init(Cfg::kConsumers * 4);  // one arrival per consumer warp
+    vring.init(Cfg::kConsumers * 4);
     tile::mbarrier_init(&q_bar, 1);
     tile::tma_prefetch_map(&map_q);
     tile::tma_prefetch_map(&map_k);
@@ -35,12 +35,12 @@ __global__ void __launch_bounds__(flyops::attention::kThreads, 1)
   }
   __syncthreads();
   if (wg == 0) {
-    tile::regs_decrease<kProducerRegs>();
+    tile::regs_decrease<Cfg::kProducerRegs>();
     // No key block (a causal block above the diagonal's start): Q is not loaded, since its
     // shared memory stages the zero output.
     if (threadIdx.x == 0 && blocks > 0) produce<Cfg>(&map_q, &map_k, &map_v, sm, &q_bar, kring, vring, q0, blocks, h, hk, b);
   } else {
-    tile::regs_increase<kConsumerRegs>();
+    tile::regs_increase<Cfg::kConsumerRegs>();
     float o[Cfg::kD / 2];
     float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
     if (blocks > 0) {

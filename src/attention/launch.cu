@@ -23,14 +23,15 @@ using attention::strides_ok;
 Support fail(const char* r) { return Support{false, r}; }
 
 // The one choice of Config for a call, handed to f as values of that type and of the
-// element type (the maps' key block and the launch both come from it). Key blocks, after
-// FlashAttention-3's tiles (hopper/tile_size.h) and measured here (perf-notes, attention
-// forward v5 and v6): from 4096 keys, non-causal, 192 at D = 64 and 176 at D = 128 (a block's
-// fixed costs, the turn, the waits and O's rescale, over 1.4-1.5x the keys: 0.90-0.97x time;
-// at 512-1024 keys the last block is mostly waste, 1.01-1.18x); 80 at D = 256 (the most that
-// fits two stages of both rings beside Q: 0.95-0.97x from 1024 keys); else 128. Non-causal
-// D = 64 and 128 take the configs without the mask's code (kCausal false) at every length:
-// 0.97-0.99x below 4096 keys.
+// element type (the maps' key block and the launch both come from it). Tiles after
+// FlashAttention-3's (hopper/tile_size.h), measured here (perf-notes, attention forward
+// v5-v8): from 4096 keys, 176-key blocks at D = 128 (a block's fixed costs, the turn, the
+// waits and O's rescale, over 1.4x the keys: 0.90-0.97x time; causal too since v7's mask,
+// 0.98-0.99x; at 512-1024 keys the last block is mostly waste, 1.01-1.18x) and at D = 64
+// 192 query rows on three consumer warpgroups with 128-key blocks (v8: 0.87-0.96x of the
+// 192-key blocks on two); 80 at D = 256 (the most that fits two stages of both rings beside
+// Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 and 128 take the configs
+// without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
 template <typename T, typename F>
 auto with_config_of(const AttnParams& p, F&& f) {
   using attention::Config;
@@ -39,14 +40,16 @@ auto with_config_of(const AttnParams& p, F&& f) {
   const bool long_keys = p.Lk >= 4096;
   switch (p.D) {
     case 64:
-      if (p.causal) return f(Config<64, 128, true>{}, T{});
+      // From 4096 keys, 192 query rows (three consumer warpgroups, FlashAttention-3's D = 64
+      // tile) with 128-key blocks; they fit 160 registers now that the loop's mask is cheap.
       if constexpr (kWide)
-        if (long_keys) return f(Config<64, 192, false>{}, T{});
+        if (long_keys) return p.causal ? f(Config<64, 128, true, 3>{}, T{}) : f(Config<64, 128, false, 3>{}, T{});
+      if (p.causal) return f(Config<64, 128, true>{}, T{});
       return f(Config<64, 128, false>{}, T{});
     case 128:
-      if (p.causal) return f(Config<128, 128, true>{}, T{});
       if constexpr (kWide)
-        if (long_keys) return f(Config<128, 176, false>{}, T{});
+        if (long_keys) return p.causal ? f(Config<128, 176, true>{}, T{}) : f(Config<128, 176, false>{}, T{});
+      if (p.causal) return f(Config<128, 128, true>{}, T{});
       return f(Config<128, 128, false>{}, T{});
     default: return f(Config<256, 80, true>{}, T{});  // the mask-free form measured 1.01-1.04x slower here
   }
@@ -60,7 +63,7 @@ auto with_config(const AttnParams& p, F&& f) {
 // key/value block of the call's config, and a warp's 16 output rows.
 void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
   const auto kv_rows = static_cast<uint32_t>(with_config(p, [](auto cfg, auto) { return decltype(cfg)::kBN; }));
-  s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, attention::kQueryBlock);
+  s[0] = shape_of(p.q, p.B, p.H, p.Lq, p.D, with_config(p, [](auto cfg, auto) { return decltype(cfg)::kBM; }));
   s[1] = shape_of(p.k, p.B, p.Hkv, p.Lk, p.D, kv_rows);
   s[2] = shape_of(p.v, p.B, p.Hkv, p.Lk, p.D, kv_rows);
   s[3] = shape_of(p.o, p.B, p.H, p.Lq, p.D, attention::kStoreRows);
@@ -83,7 +86,7 @@ Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk,
   a.lse_stride_b = p.lse_stride_b;
   a.lse_stride_h = p.lse_stride_h;
   const dim3 grid(static_cast<unsigned>(a.q_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(p.B));
-  kernel<<<grid, attention::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(mq, mk, mv, mo, a);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(mq, mk, mv, mo, a);
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
 

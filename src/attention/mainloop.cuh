@@ -168,8 +168,8 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     tile::fence_operands(s);
     release(kring, sk);
     sk.advance();
-    if constexpr (decltype(mask_tag)::value)
-      softmax(s, alpha, jb);
+    if constexpr (decltype(mask_tag)::value)  // the masked loop visits only blocks that need it
+      online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, a.causal, a.offset);
     else
       online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, false, 0);
     tile::wgmma_wait<0>();  // P V done: O and P are free again

@@ -32,15 +32,16 @@ FLYOPS_DEVICE void online_softmax(float (&s)[kBN / 2], float (&m)[2], float (&l)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = kNegInf;
+    // Masked: this thread's element at column col0 + 2 t + c (c = 8 j + x) when c >= lim.
+    int lim = Lk - col0 - 2 * t;
+    if (kMask && causal) lim = min(lim, row + 8 * h + offset + 1 - col0 - 2 * t);
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         float& v = s[4 * j + 2 * h + x];
-        if constexpr (kMask) {
-          const int col = col0 + 8 * j + 2 * t + x;
-          if (col >= Lk || (causal && col > row + 8 * h + offset)) v = kNegInf;
-        }
+        if constexpr (kMask)
+          if (8 * j + x >= lim) v = kNegInf;
         mx = fmaxf(mx, v);
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));

@@ -1,5 +1,5 @@
-// The attention forward kernel's compile-time shapes. A CTA takes kBM = 128 query rows of
-// one (batch, head): two consumer warpgroups of 64 rows each, and a producer warpgroup that
+// The attention forward kernel's compile-time shapes. A CTA takes kBM = 64 x consumers query
+// rows of one (batch, head): two (or three) consumer warpgroups of 64 rows each, and a producer warpgroup that
 // streams key and value blocks of kBN rows through two rings. Rows of the head dim are
 // stored as kD / 64 spans of 128 bytes (one 128-byte swizzle row each; TMA boxes {64, rows}),
 // span blocks one after another, so Q and K are K-major wgmma operands and V (rows along the
@@ -18,17 +18,21 @@ inline constexpr int kProducerRegs = 40;
 inline constexpr int kConsumerRegs = 232;
 inline constexpr int kSpanElems = 64;  // 16-bit elements per 128-byte swizzle row
 inline constexpr int kStoreRows = 16;  // rows of an output TMA store box: one consumer warp's
-inline constexpr int kQueryBlock = 128;  // query rows a CTA (Config::kBM)
 
 // kCausal_ false: the config runs only non-causal launches, so no block inside the mainloop
 // needs the mask (only the first visited, the last along the keys, can pass Lk) and the
 // kernel has no masked loop (mainloop.cuh): with one, the 176- and 192-key blocks spill.
 // launch.cu's with_config picks the Config.
-template <int kD_, int kBN_, bool kCausal_>
+template <int kD_, int kBN_, bool kCausal_, int kConsumers_ = kConsumers>
 struct Config {
   static constexpr int kD = kD_;
   static constexpr bool kCausal = kCausal_;
-  static constexpr int kBM = kQueryBlock;
+  static constexpr int kConsumers = kConsumers_;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  // setmaxnreg's split of the 64 K registers: 128 x (producer + consumers) <= 65536.
+  static constexpr int kProducerRegs = kConsumers == 2 ? attention::kProducerRegs : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? attention::kConsumerRegs : 160;
+  static constexpr int kBM = 64 * kConsumers;
   // Registers per consumer thread: O takes kD / 2, S kBN / 2, P kBN / 4.
   static constexpr int kBN = kBN_;
   static constexpr int kStages = 2;
