@@ -121,19 +121,10 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     else
       online_softmax<false, kBN>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
   };
-  // Ping-pong (FlashAttention-3's warpgroup schedule): the two warpgroups take turns issuing
-  // their products, so one's softmax runs under the other's GEMMs. Warpgroup w waits on
-  // barrier 1 + w for its turn and passes it on after issuing; warpgroup 1 passes once first
-  // (warpgroup 0 starts) and not after its last section, so that every arrival is waited on.
-  auto my_turn = [&] {
-    if constexpr (Cfg::kPingPong) tile::named_barrier_sync(1 + wg, 256);
-  };
-  auto pass_turn = [&](bool last) {
-    if constexpr (Cfg::kPingPong)
-      if (!(last && wg == 1)) tile::named_barrier_arrive(2 - wg, 256);
-  };
-  if constexpr (Cfg::kPingPong)
-    if (wg == 1) tile::named_barrier_arrive(1, 256);
+  // Ping-pong: the two warpgroups take turns issuing their products (barriers 1 and 2), so
+  // one's softmax runs under the other's GEMMs.
+  const tile::WarpgroupTurns<Cfg::kPingPong> turns{wg, 1};
+  turns.start();
   tile::RingState<Cfg::kStages> sk, sv;
   float s[kBN / 2];
   uint32_t p[kBN / 16][4];
@@ -142,10 +133,10 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   int j = blocks - 1;
   // The first block: S, softmax, P; no P V before it.
   kring.consumer_wait(sk);
-  my_turn();
+  turns.wait();
   tile::wgmma_fence();
   issue_qk<Cfg, T>(s, sm, sk.stage, wg);
-  pass_turn(false);
+  turns.pass(false);
   tile::wgmma_wait<0>();
   tile::fence_operands(s);
   release(kring, sk);
@@ -158,11 +149,11 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   auto step = [&](int jb, auto mask_tag) {
     kring.consumer_wait(sk);
     vring.consumer_wait(sv);
-    my_turn();
+    turns.wait();
     tile::wgmma_fence();
     issue_qk<Cfg, T>(s, sm, sk.stage, wg);
     issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
-    pass_turn(false);
+    turns.pass(false);
     tile::fence_operands(o);
     tile::wgmma_wait<1>();  // S_j has landed; P V may still run
     tile::fence_operands(s);
@@ -189,10 +180,10 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     for (; j >= 0 && masked(j); --j) step(j, std::true_type{});
   for (; j >= 0; --j) step(j, std::false_type{});
   vring.consumer_wait(sv);
-  my_turn();
+  turns.wait();
   tile::wgmma_fence();
   issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
-  pass_turn(true);
+  turns.pass(true);
   tile::wgmma_wait<0>();
   tile::fence_operands(o);
   for (auto& r : p) tile::fence_operands(r);

@@ -29,6 +29,27 @@ FLYOPS_DEVICE void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Two warpgroups (0 and 1) taking turns at issuing their products (FlashAttention-3's
+// ping-pong), so that one's element-wise work runs under the other's tensor-core work:
+// warpgroup w waits on barrier base + w for its turn and passes to the other's after
+// issuing; warpgroup 1 passes once first (start: warpgroup 0 begins) and not after its last
+// turn, so that every arrival is waited on. kOn false compiles to nothing.
+template <bool kOn>
+struct WarpgroupTurns {
+  int wg, base;  // this warpgroup (0, 1); the first of the two barriers
+  FLYOPS_DEVICE void start() const {
+    if constexpr (kOn)
+      if (wg == 1) named_barrier_arrive(base, 256);
+  }
+  FLYOPS_DEVICE void wait() const {
+    if constexpr (kOn) named_barrier_sync(base + wg, 256);
+  }
+  FLYOPS_DEVICE void pass(bool last) const {
+    if constexpr (kOn)
+      if (!(last && wg == 1)) named_barrier_arrive(base + 1 - wg, 256);
+  }
+};
+
 // A flag in global memory read with acquire and written with release at GPU scope: the
 // hand-off between CTAs that take turns (what the releasing CTA wrote before is visible to
 // the acquiring one after).
