@@ -156,8 +156,6 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
   p.device = a.get_device();
   p.cluster = gemm_forced_cluster();  // the tuning hooks (0: the launcher's choice)
   p.group_rows = gemm_forced_group_rows();
-  // Split-K (src/gemm/splitk.cuh) where it measured faster, and on forced calls.
-  p.split = gemm_split_allowed(p) ? 0 : 1;
   dn.plan = gemm_choose(p, dev);
   return dn;
 }

@@ -68,10 +68,6 @@ int gemm_forced();
 int gemm_forced_cluster();
 int gemm_forced_group_rows();
 
-// Whether the launcher may split this call along K (GemmParams::split 0) rather than run it
-// unsplit (split 1): forced calls, and the classes where split-K measured faster.
-bool gemm_split_allowed(const GemmParams& p);
-
 // Whether the kernel can take the call (TMA must describe A and B), else why not.
 Support gemm_supports(const GemmParams& p, const DeviceInfo& dev);
 

@@ -14,6 +14,7 @@
 #include "kernel.cuh"
 #include "decode.cuh"
 #include "splitk.cuh"
+#include "tuned_table.h"  // wide_tiles
 
 namespace flyops {
 namespace {
@@ -160,11 +161,10 @@ Status launch_layout(const GemmParams& p, bool tma_c, int parts, const CUtensorM
 // pairs, the hook's split = 1): where the wide kernel's tiles fill less than half the SMs,
 // the most parts (2, 4, 8) that keep the grid within one CTA per SM, each part at least
 // eight K blocks long. The hook (split 2, 4, 8) forces a count where every part gets a block.
+static_assert(gemm::Wide::kBM == 128 && gemm::Wide::kBN == 256, "wide_tiles counts 128 x 256 tiles");
 int wanted_parts(const GemmParams& p, int sms) {
   if (p.split == 1 || cluster_for(p) == 2) return 1;
-  const int64_t tiles = (p.M + gemm::Wide::kBM - 1) / gemm::Wide::kBM * ((p.N + gemm::Wide::kBN - 1) / gemm::Wide::kBN) *
-                        p.batch;
-  const int64_t blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
+  const int64_t tiles = gemm::wide_tiles(p), blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
   if (p.split == 2 || p.split == 4 || p.split == 8) return p.split <= blocks ? p.split : 1;
   int parts = 1;
   while (parts < 8 && tiles * parts * 2 <= sms && blocks >= parts * 2 * 8) parts *= 2;
@@ -316,12 +316,9 @@ int decode_parts(const GemmParams& p, int sms) {
   return parts;
 }
 
-// The wide kernel's K parts: wanted_parts where the decode path does not apply and the
-// caller gave the workspace, else 1.
-int split_parts(const GemmParams& p, int sms) {
-  if (decode_parts(p, sms) > 0 || p.workspace == nullptr) return 1;
-  return wanted_parts(p, sms);
-}
+// The wide kernel's K parts (off the decode path): wanted_parts where the caller gave the
+// workspace, else 1.
+int split_parts(const GemmParams& p, int sms) { return p.workspace == nullptr ? 1 : wanted_parts(p, sms); }
 
 int sms_of(const DeviceInfo& dev) { return dev.sm_count > 0 ? dev.sm_count : 132; }
 
@@ -331,10 +328,7 @@ size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
   const int sms = sms_of(dev);
   if (decode_parts(p, sms) > 0) return 0;
   const int parts = wanted_parts(p, sms);
-  if (parts == 1) return 0;
-  const int64_t tiles = (p.M + gemm::Wide::kBM - 1) / gemm::Wide::kBM * ((p.N + gemm::Wide::kBN - 1) / gemm::Wide::kBN) *
-                        p.batch;
-  return static_cast<size_t>(gemm::split_workspace_floats(tiles, parts)) * 4;
+  return parts == 1 ? 0 : static_cast<size_t>(gemm::split_workspace_floats(gemm::wide_tiles(p), parts)) * 4;
 }
 
 Status gemm_run(const GemmParams& p) {

@@ -29,6 +29,4 @@ GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   return GemmPlan{false, "stock measured faster on this shape class (gemm/tuned_table.h)"};
 }
 
-bool gemm_split_allowed(const GemmParams& p) { return gemm_forced() == 1 || gemm::split_measured(p); }
-
 }  // namespace flyops

@@ -39,6 +39,7 @@ inline constexpr ShapeClass kFasterThanStock[] = {
     {1, 1000, 64, INT64_MAX, true, 256},  // the same at short K, two waves of tiles or more
 };
 
+// The wide kernel's 128 x 256 tiles over all batch entries (launch.cu's split-K choice too).
 inline int64_t wide_tiles(const GemmParams& p) { return (p.M + 127) / 128 * ((p.N + 255) / 256) * p.batch; }
 
 inline bool measured_faster(const GemmParams& p) {
@@ -50,11 +51,11 @@ inline bool measured_faster(const GemmParams& p) {
   return false;
 }
 
-// Split-K (splitk.cuh) against the unsplit kernel, nineteenth session run 2
-// (`flyops_gemm_probe`, interleaved rounds): in the unaligned class 2048 x 1001 x 4096 (2
-// parts) 0.0375 against 0.0458 ms (stock 0.191); on aligned rows, 777 x 1240 x 2048 and 128 x
-// 4096 x 8192 faster than unsplit but still 0.57-0.75x of cuBLAS, so only the class that
-// routes to flyops takes it.
-inline bool split_measured(const GemmParams& p) { return p.ldc % 8 != 0 && measured_faster(p); }
+// A routed call with few tiles and a long K runs split along K (splitk.cuh; the launcher's
+// choice), so a class added here is measured with that. Split-K against the unsplit kernel,
+// nineteenth session run 2 (`flyops_gemm_probe`, interleaved rounds): in the unaligned class
+// 2048 x 1001 x 4096 (2 parts) 0.0375 against 0.0458 ms (stock 0.191); on aligned rows, 777 x
+// 1240 x 2048 and 128 x 4096 x 8192 faster than unsplit but still 0.57-0.75x of cuBLAS, which
+// is why aligned rows stay stock.
 
 }  // namespace flyops::gemm
