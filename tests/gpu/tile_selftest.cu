@@ -698,6 +698,74 @@ void test_cluster_handoff() {
   cudaFree(ds);
 }
 
+// ---- an asynchronous exchange: every CTA adds into rank 0's words by red.async, announcing
+// their bytes with a relaxed remote arrival; rank 0 sends the sums back by st.async (16-,
+// 8- and 4-byte forms), each completing on the receiver's mbarrier, over several phases ------
+constexpr int kAsyncWords = 7;
+__global__ void async_exchange_kernel(const uint32_t* values, uint32_t* seen) {
+  __shared__ __align__(16) uint32_t sums[8];
+  __shared__ __align__(16) uint32_t back[8];
+  __shared__ uint64_t in_bar, out_bar;
+  const uint32_t rank = cluster_rank(), csize = cluster_size();
+  const int tid = threadIdx.x;
+  if (tid < 8) sums[tid] = 0;
+  if (tid == 0) {
+    mbarrier_init(&in_bar, csize);
+    mbarrier_init(&out_bar, 1);
+  }
+  __syncthreads();
+  cluster_sync();  // every CTA's barriers are initialised and rank 0's sums zero
+  const uint32_t in_bar0 = peer_addr(&in_bar, 0);
+  for (int r = 0; r < kHandoffRounds; ++r) {
+    if (tid == 0) mbarrier_arrive_expect_tx(&out_bar, 28);  // 16 + 8 + 4 bytes back
+    if (tid < kAsyncWords)
+      peer_red_add_async(peer_addr(&sums[tid], 0), values[(r * csize + rank) * kAsyncWords + tid], in_bar0);
+    if (tid == 0) mbarrier_arrive_expect_tx_peer(in_bar0, kAsyncWords * 4);
+    if (rank == 0) {
+      mbarrier_wait(&in_bar, r & 1);
+      uint32_t w[kAsyncWords];
+      for (int i = 0; i < kAsyncWords; ++i) w[i] = sums[i];
+      __syncthreads();
+      if (tid < kAsyncWords) sums[tid] = 0;  // before any peer's next round, which waits on us
+      __syncthreads();
+      if (tid < static_cast<int>(csize)) {
+        peer_store_async_v4(peer_addr(back, tid), make_uint4(w[0], w[1], w[2], w[3]), peer_addr(&out_bar, tid));
+        peer_store_async_u64(peer_addr(&back[4], tid), (uint64_t{w[5]} << 32) | w[4], peer_addr(&out_bar, tid));
+        peer_store_async_u32(peer_addr(&back[6], tid), w[6], peer_addr(&out_bar, tid));
+      }
+    }
+    mbarrier_wait(&out_bar, r & 1);
+    if (tid < kAsyncWords) seen[(r * csize + rank) * kAsyncWords + tid] = back[tid];
+    __syncthreads();  // read before the next round's stores can land (rank 0 waits on this CTA first)
+  }
+  cluster_sync();  // no CTA leaves while a peer may still write into it
+}
+
+void test_cluster_async_exchange() {
+  constexpr int kCtas = 4, kThreads = 64;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint32_t> values(kHandoffRounds * kCtas * kAsyncWords), expect(values.size()), got(values.size());
+  for (auto& v : values) v = rng() >> 4;  // sums of four stay below 2^32
+  for (int r = 0; r < kHandoffRounds; ++r)
+    for (int w = 0; w < kAsyncWords; ++w) {
+      uint32_t sum = 0;
+      for (int c = 0; c < kCtas; ++c) sum += values[(r * kCtas + c) * kAsyncWords + w];
+      for (int c = 0; c < kCtas; ++c) expect[(r * kCtas + c) * kAsyncWords + w] = sum;
+    }
+  uint32_t *dv, *ds;
+  CHECK_CUDA(cudaMalloc(&dv, values.size() * 4));
+  CHECK_CUDA(cudaMalloc(&ds, got.size() * 4));
+  CHECK_CUDA(cudaMemcpy(dv, values.data(), values.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(ds, 0xff, got.size() * 4));
+  CHECK_CUDA(launch_cluster(&async_exchange_kernel, dim3(kCtas), dim3(kThreads), 0, nullptr, kCtas,
+                            static_cast<const uint32_t*>(dv), ds));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaMemcpy(got.data(), ds, got.size() * 4, cudaMemcpyDeviceToHost));
+  report("cluster async exchange: red.async in, st.async out, on mbarriers", got == expect);
+  cudaFree(dv);
+  cudaFree(ds);
+}
+
 // ---- bulk reduction: shared fp32 added into global by TMA, twice in two groups ----
 __global__ void bulk_reduce_kernel(float* dst, int n) {
   __shared__ __align__(128) float buf[4096];
@@ -846,6 +914,7 @@ int main() {
   test_warp_scans();
   test_warp_totals();
   test_cluster_handoff();
+  test_cluster_async_exchange();
   test_named_barrier();
   test_bulk_reduce();
   test_red_add();

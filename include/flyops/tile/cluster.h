@@ -89,6 +89,42 @@ FLYOPS_DEVICE uint32_t peer_atomic_add(uint32_t remote, uint32_t v) {
   return old;
 }
 
+// Asynchronous remote operations that complete on the destination CTA's mbarrier
+// (`remote_bar`, a shared::cluster address) with their byte count, instead of becoming
+// visible at the next cluster barrier: the waiter on that mbarrier sees them (as it sees a
+// TMA load), and the sender needs no release fence. The barrier's phase must expect the
+// bytes (mbarrier_arrive_expect_tx, locally, or mbarrier_arrive_expect_tx_peer).
+FLYOPS_DEVICE void peer_red_add_async(uint32_t remote, uint32_t v, uint32_t remote_bar) {
+  asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%0], %1, [%2];" ::"r"(
+                   remote),
+               "r"(v), "r"(remote_bar)
+               : "memory");
+}
+FLYOPS_DEVICE void peer_store_async_v4(uint32_t remote, uint4 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+}
+FLYOPS_DEVICE void peer_store_async_u64(uint32_t remote, uint64_t v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(remote), "l"(v),
+               "r"(remote_bar)
+               : "memory");
+}
+FLYOPS_DEVICE void peer_store_async_u32(uint32_t remote, uint32_t v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(remote), "r"(v),
+               "r"(remote_bar)
+               : "memory");
+}
+// An arrival on a cluster CTA's mbarrier (shared::cluster address) announcing `bytes` of
+// asynchronous operations on its phase, relaxed: it orders nothing of this thread's own
+// (what it sends goes by the operations above, which the tx count covers).
+FLYOPS_DEVICE void mbarrier_arrive_expect_tx_peer(uint32_t remote_bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.relaxed.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(remote_bar),
+               "r"(bytes)
+               : "memory");
+}
+
 // Reads the float at `local` (an address in this CTA's shared memory) in the shared memory
 // of cluster CTA `rank`, where the same variable lives at the same offset.
 FLYOPS_DEVICE float load_peer(const float* local, uint32_t rank) {
