@@ -29,7 +29,8 @@ Support fail(const char* r) { return Support{false, r}; }
 // waits and O's rescale, over 1.4x the keys: 0.90-0.97x time; causal too since v7's mask,
 // 0.98-0.99x; at 512-1024 keys the last block is mostly waste, 1.01-1.18x) and at D = 64
 // 192 query rows on three consumer warpgroups with 128-key blocks (v8: 0.87-0.96x of the
-// 192-key blocks on two); 80 at D = 256 (the most that fits two stages of both rings beside
+// 192-key blocks on two; non-causal rows take them from 512 queries and keys, v9:
+// 0.88-0.97x, causal ones only from 4096 keys: 1.02-1.15x slower below); 80 at D = 256 (the most that fits two stages of both rings beside
 // Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 and 128 take the configs
 // without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
 template <typename T, typename F>
@@ -40,10 +41,11 @@ auto with_config_of(const AttnParams& p, F&& f) {
   const bool long_keys = p.Lk >= 4096;
   switch (p.D) {
     case 64:
-      // From 4096 keys, 192 query rows (three consumer warpgroups, FlashAttention-3's D = 64
-      // tile) with 128-key blocks; they fit 160 registers now that the loop's mask is cheap.
+      // 192 query rows (three consumer warpgroups, FlashAttention-3's D = 64 tile) with
+      // 128-key blocks; they fit 160 registers now that the loop's mask is cheap.
       if constexpr (kWide)
-        if (long_keys) return p.causal ? f(Config<64, 128, true, 3>{}, T{}) : f(Config<64, 128, false, 3>{}, T{});
+        if (long_keys || (!p.causal && p.Lq >= 512 && p.Lk >= 512))
+          return p.causal ? f(Config<64, 128, true, 3>{}, T{}) : f(Config<64, 128, false, 3>{}, T{});
       if (p.causal) return f(Config<64, 128, true>{}, T{});
       return f(Config<64, 128, false>{}, T{});
     case 128:

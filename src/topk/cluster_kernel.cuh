@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     // bytes with one relaxed arrival, and the selection comes back by st.async on each CTA's
     // sel_bar: no release fence and no cluster barrier in the round (the cluster probe:
     // 1.09 us a round of 16 CTAs against 1.55 with a barrier and a release hand-off).
-    if (tid == 0) tile::mbarrier_arrive_expect_tx(&ctl.sel_bar, 16);
+    if (csize > 1 && tid == 0) tile::mbarrier_arrive_expect_tx(&ctl.sel_bar, 16);
     const uint32_t red0 = tile::peer_addr(red, 0);
     const uint32_t in_bar0 = tile::peer_addr(&ctl.in_bar, 0);
     for (int b0 = 0; b0 < nb; b0 += kThreads) {
@@ -418,12 +418,17 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
       __syncthreads();
       for (int b = tid; b < nb; b += kThreads) red[b] = 0;
       __syncthreads();
-      if (tid < static_cast<int>(csize)) {
+      if (csize == 1) {  // st.async needs a cluster of two or more (compute-sanitizer)
+        if (tid < 4) ctl.bcast[tid] = ctl.sel[tid];
+      } else if (tid < static_cast<int>(csize)) {
         const uint32_t bar = tile::peer_addr(&ctl.sel_bar, tid);
         for (int j = 0; j < 4; ++j) tile::peer_store_async_u32(tile::peer_addr(&ctl.bcast[j], tid), ctl.sel[j], bar);
       }
     }
-    tile::mbarrier_wait(&ctl.sel_bar, round & 1u);
+    if (csize > 1)
+      tile::mbarrier_wait(&ctl.sel_bar, round & 1u);
+    else
+      __syncthreads();
     ++round;
     mark();
     const uint32_t bin = ctl.bcast[0];
