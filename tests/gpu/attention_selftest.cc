@@ -15,8 +15,9 @@
 //           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
 //           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
 //           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ, FLYOPS_TIME_FWD=1 the
-//           forward only, FLYOPS_TIME_D=256 one head dim only, FLYOPS_TIME_ONLY=1 no
-//           correctness cases before (scripts/attn-ab: each build's own check is separate)
+//           forward only, FLYOPS_TIME_D=256 one head dim only, FLYOPS_TIME_FP16=1 fp16 inputs
+//           (else bf16), FLYOPS_TIME_ONLY=1 no correctness cases before (scripts/attn-ab:
+//           each build's own check is separate)
 #include <cuda_runtime.h>
 
 #include "check_cuda.h"
@@ -296,6 +297,7 @@ void time_shapes() {
   const int64_t shapes[][2] = {{128, 16}, {64, 32}, {256, 8}};  // head dim, heads
   const bool quick = std::getenv("FLYOPS_TIME_QUICK") != nullptr;  // D 64 / 128 at L 1024 and 8192
   const char* only_d = std::getenv("FLYOPS_TIME_D");
+  const bool fp16 = std::getenv("FLYOPS_TIME_FP16") != nullptr;
   for (const auto& dh : shapes)
     for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384})
       for (bool causal : {false, true}) {
@@ -308,11 +310,12 @@ void time_shapes() {
         CHECK_CUDA(cudaMalloc(&lse, B * H * L * 4));
         std::vector<uint16_t> h(std::min<int64_t>(n, 1 << 22));
         std::normal_distribution<float> nd;
-        for (auto& x : h) x = reference::float_to_bf16(nd(g_rng));
+        for (auto& x : h) x = fp16 ? reference::float_to_half(nd(g_rng)) : reference::float_to_bf16(nd(g_rng));
         for (int64_t off = 0; off < 5 * n; off += static_cast<int64_t>(h.size()))
           CHECK_CUDA(cudaMemcpy(buf + off, h.data(), std::min<int64_t>(h.size(), 5 * n - off) * 2, cudaMemcpyHostToDevice));
         AttnParams p;
         p.B = B, p.H = p.Hkv = H, p.Lq = p.Lk = L, p.D = D;
+        p.dtype = fp16 ? DType::kFloat16 : DType::kBFloat16;
         p.q = layout(buf, H, L, D, false), p.k = layout(buf + n, H, L, D, false), p.v = layout(buf + 2 * n, H, L, D, false);
         p.o = layout(buf + 3 * n, H, L, D, false);
         p.lse = lse, p.lse_stride_h = L, p.lse_stride_b = H * L;
