@@ -30,8 +30,9 @@ Support fail(const char* r) { return Support{false, r}; }
 // 0.98-0.99x; at 512-1024 keys the last block is mostly waste, 1.01-1.18x) and at D = 64
 // 192 query rows on three consumer warpgroups with 128-key blocks (v8: 0.87-0.96x of the
 // 192-key blocks on two; non-causal rows take them from 512 queries and keys, v9:
-// 0.88-0.97x, causal ones only from 4096 keys: 1.02-1.15x slower below); 80 at D = 256 (the most that fits two stages of both rings beside
-// Q: 0.95-0.97x from 1024 keys); else 128. Non-causal D = 64 and 128 take the configs
+// 0.88-0.97x, causal ones only from 4096 keys: 1.02-1.15x slower below); 80 at D = 256
+// (the most that fits two stages of both rings beside Q: 0.95-0.97x from 1024 keys); else
+// 128. Non-causal D = 64 and 128 take the configs
 // without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
 template <typename T, typename F>
 auto with_config_of(const AttnParams& p, F&& f) {

@@ -30,11 +30,11 @@
 namespace flyops::gemm {
 
 FLYOPS_DEVICE unsigned long long trace_now() {
-  unsigned long long t = 0;
 #if FLYOPS_GEMM_TRACE
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return tile::globaltimer_ns();
+#else
+  return 0;
 #endif
-  return t;
 }
 
 inline constexpr int kDecodeRows = 128;   // rows of N per CTA (two consumer warpgroups)

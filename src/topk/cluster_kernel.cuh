@@ -393,8 +393,10 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
           red[b] += v;  // a lone CTA's own bins (every thread owns its bins)
         hist[b] = 0;
       }
-      const uint32_t sent = __popc(__ballot_sync(0xffffffffu, v != 0));
-      if (lane == 0 && sent != 0) atomicAdd(&ctl.sent, sent);
+      if (csize > 1) {  // the bytes rank 0's in_bar is told of (a lone CTA has no in_bar round)
+        const uint32_t sent = __popc(__ballot_sync(0xffffffffu, v != 0));
+        if (lane == 0 && sent != 0) atomicAdd(&ctl.sent, sent);
+      }
     }
     __syncthreads();  // the bins cleared before the scan counts into them; the count complete
     if (csize > 1) {

@@ -21,8 +21,7 @@ struct PhaseTrace {
   unsigned long long t[24];
   int n = 0;
   FLYOPS_DEVICE void mark() {
-    unsigned long long now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    const unsigned long long now = tile::globaltimer_ns();
     if (n < 24) t[n++] = now;
   }
   // `label` and its two numbers first, then the times.

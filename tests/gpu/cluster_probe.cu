@@ -55,12 +55,6 @@ const char* const kNames[] = {"barrier",
                               "release hand-off alone",
                               "rank 0's selection alone"};
 
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, uint32_t* check) {
   __shared__ uint32_t bins[kBins];
   __shared__ __align__(16) uint32_t bcast[4];
@@ -80,7 +74,7 @@ __global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, u
   const bool async_out = proto == kAsync || proto == kAsyncOut;
   const uint32_t in_bar0 = peer_addr(&in_bar, 0);
   uint32_t sum = 0;
-  unsigned long long t0 = now_ns();
+  const unsigned long long t0 = globaltimer_ns();
   for (int r = 0; r < rounds; ++r) {
     const uint32_t parity = r & 1;
     if (proto == kBarrierOnly) {
@@ -147,7 +141,7 @@ __global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, u
       mbarrier_wait_cluster(&sel_bar, parity);
     sum += bcast[0] + (bcast[1] == static_cast<uint32_t>(r) ? 0u : 1000000u);
   }
-  const unsigned long long t1 = now_ns();
+  const unsigned long long t1 = globaltimer_ns();
   cluster_sync();  // no CTA leaves while a peer may still write into it
   if (tid == 0) {
     if (blockIdx.x == 0) *ns = t1 - t0;
@@ -163,8 +157,8 @@ int main(int argc, char** argv) {
   uint32_t* d_check;
   CHECK_CUDA(cudaMalloc(&d_ns, sizeof(*d_ns)));
   CHECK_CUDA(cudaMalloc(&d_check, sizeof(*d_check)));
+  CHECK_CUDA(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   for (int cluster : {8, 16}) {
-    CHECK_CUDA(cudaFuncSetAttribute(exchange_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     for (int proto = 0; proto < kProtos; ++proto) {
       unsigned long long best = ~0ull;
       uint32_t check = 0;

@@ -19,6 +19,13 @@ constexpr bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 FLYOPS_DEVICE int lane_id() { return static_cast<int>(threadIdx.x) & (kWarpSize - 1); }
 FLYOPS_DEVICE int warp_id() { return static_cast<int>(threadIdx.x) / kWarpSize; }
 
+// The GPU's global nanosecond clock (%globaltimer), for phase traces and probes.
+FLYOPS_DEVICE unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // A barrier among `threads` threads (whole warps) on hardware barrier `id` (1..15; 0 is
 // __syncthreads'), so two warpgroups can meet without stopping a third.
 FLYOPS_DEVICE void named_barrier_sync(int id, int threads) {
