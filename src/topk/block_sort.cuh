@@ -104,6 +104,29 @@ FLYOPS_DEVICE uint32_t rank_desc(const uint64_t* key, int n, uint64_t c) {
   return r;
 }
 
+// Ranks split over lane groups: m elements to rank on kThreads threads give each element an
+// aligned group of 2^log2 lanes (the most, up to a warp, that lets all of them rank in one
+// pass), each lane counting every 2^log2-th entry. At k = 20-50 most threads were idle while
+// one per element walked all the entries (rank 0's order phase, 0.8-1.8 us in the trace).
+template <int kThreads>
+FLYOPS_DEVICE int rank_split_log2(int m) {
+  int l = 0;
+  while (l < 5 && int64_t{m} << (l + 1) <= kThreads) ++l;
+  return l;
+}
+// rank_desc(key, n, c) counted by the 2^log2 lanes of this lane's group (the same c and n in
+// each) and summed over them by shuffles; every lane of the warp calls it with the same
+// log2 (a lane with nothing to rank passes n = 0).
+FLYOPS_DEVICE uint32_t rank_desc_split(const uint64_t* key, int n, uint64_t c, int log2) {
+  const int s = 1 << log2;
+  int j = static_cast<int>(threadIdx.x) & (s - 1);
+  uint32_t r = 0;
+  for (; j + 3 * s < n; j += 4 * s) r += (key[j] > c) + (key[j + s] > c) + (key[j + 2 * s] > c) + (key[j + 3 * s] > c);
+  for (; j < n; j += s) r += key[j] > c;
+  for (int o = 1; o < s; o <<= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+  return r;
+}
+
 // Up to this many composites per bucket, bucket_order_desc ranks them; more (many tied keys
 // share a bucket) and the caller sorts instead.
 inline constexpr uint32_t kMaxBucket = 128;
@@ -252,15 +275,30 @@ FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
 // overflows, else the bitonic sort. wsum: kThreads / 32 words; mm: kThreads / 16 u64s. Every
 // thread calls it, after a barrier that follows the last write of key[] and val[].
 // kRankOnly: the caller's k never passes kRankSortMax, and the sorts are not compiled in.
-template <int kThreads, bool kRankOnly = false, typename Out>
+// kSplitRank: the ranks counted by lane groups (rank_desc_split); the cluster kernel's rank 0
+// gains by it, the finish kernel measured 1-3% slower with it (session run 1), so it keeps one
+// thread an element.
+template <int kThreads, bool kRankOnly = false, bool kSplitRank = false, typename Out>
 FLYOPS_DEVICE void order_desc(uint64_t* key, uint32_t* val, int k, int P, void* scratch, uint32_t* bins,
                               uint32_t* wsum, uint64_t* mm, Out&& out) {
   const int tid = threadIdx.x;
   if (kRankOnly || k <= kRankSortMax) {
     // Each element's rank straight to its output slot: no barriers between stages.
-    for (int i = tid; i < k; i += kThreads) {
-      const uint64_t c = key[i];
-      out(rank_desc(key, k, c), c, val[i]);
+    if constexpr (!kSplitRank) {
+      for (int i = tid; i < k; i += kThreads) {
+        const uint64_t c = key[i];
+        out(rank_desc(key, k, c), c, val[i]);
+      }
+      return;
+    }
+    // Counted by a lane group; the loop is warp-uniform for the shuffles.
+    const int l = rank_split_log2<kThreads>(k);
+    for (int g0 = 0; g0 < k << l; g0 += kThreads) {
+      const int i = (g0 + tid) >> l;
+      const bool valid = i < k;
+      const uint64_t c = valid ? key[i] : 0;
+      const uint32_t r = rank_desc_split(key, valid ? k : 0, c, l);
+      if (valid && (tid & ((1 << l) - 1)) == 0) out(r, c, val[i]);
     }
     return;
   }

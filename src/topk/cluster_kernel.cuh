@@ -621,14 +621,22 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   // within itself, in one pass straight to the output (no second pass over all k).
   const int gtn = static_cast<int>(final_eq_base);  // the greater elements: sort_key[0, gtn)
   if (small_bin != 0 && a.sorted && k <= kRankSortMax) {
-    for (int i = tid; i < gtn + static_cast<int>(small_bin); i += kThreads) {
-      if (i < gtn) {
-        const uint64_t c = sort_key[i];
-        write_final(rank_desc(sort_key, gtn, c), static_cast<uint32_t>(c), sort_val[i]);
-      } else {
-        const uint64_t c = bin_key[i - gtn];
-        const uint32_t r = rank_desc(bin_key, static_cast<int>(small_bin), c);
-        if (r < final_need) write_final(final_eq_base + r, static_cast<uint32_t>(c), bin_val[i - gtn]);
+    // Each element ranked by a lane group (rank_desc_split); the loop is warp-uniform.
+    const int m = gtn + static_cast<int>(small_bin);
+    const int l = rank_split_log2<kThreads>(m);
+    for (int g0 = 0; g0 < m << l; g0 += kThreads) {
+      const int e = (g0 + tid) >> l;
+      const bool in_gt = e < gtn;
+      const int i = in_gt ? e : e - gtn;
+      const uint64_t* set = in_gt ? sort_key : bin_key;
+      const int n = e >= m ? 0 : in_gt ? gtn : static_cast<int>(small_bin);
+      const uint64_t c = n != 0 ? set[i] : 0;
+      const uint32_t r = rank_desc_split(set, n, c, l);
+      if (n != 0 && (tid & ((1 << l) - 1)) == 0) {
+        if (in_gt)
+          write_final(r, static_cast<uint32_t>(c), sort_val[i]);
+        else if (r < final_need)
+          write_final(final_eq_base + r, static_cast<uint32_t>(c), bin_val[i]);
       }
     }
     mark();
@@ -666,7 +674,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const int n_ord = gathered ? static_cast<int>(ctl.gt) : k;  // every claim landed before the barrier
   const int p_ord = gathered ? static_cast<int>(pow2_ceil(static_cast<uint32_t>(n_ord))) : a.sort_cap;
   const bool room = int64_t{n_ord} * 12 <= int64_t{L.sort_key - L.data};
-  order_desc<kThreads>(sort_key, sort_val, n_ord, p_ord, room ? smem + L.data : nullptr, hist, ctl.warp_sum,
+  order_desc<kThreads, false, true>(sort_key, sort_val, n_ord, p_ord, room ? smem + L.data : nullptr, hist, ctl.warp_sum,
                        reinterpret_cast<uint64_t*>(red), [&](uint32_t slot, uint64_t c, uint32_t raw) {
                          if (slot < static_cast<uint32_t>(k)) write_final(slot, static_cast<uint32_t>(c), raw);
                        });
