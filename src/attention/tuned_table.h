@@ -12,11 +12,21 @@
 // non-causal inference calls that measured ahead in both forward passes (with and without the
 // log-sum-exp): D = 256 from L = 8192 (1.04-1.12x), D = 128 at L = 16384 (1.06-1.09x); D = 256
 // at 1024-4096 measured 0.995-1.05x and D = 128 at 8192 1.005x, too close to route.
-// The same shapes in training (the log-sum-exp kept for the backward) measured 1.00-1.08x
-// forward alone, but a whole step (our forward, stock's backward) 0.92-1.01x (run 7), so
-// training stays stock. Everywhere else stock measured faster: head dim 64 (0.70-0.94x),
-// L <= 2048 (0.76-0.97x), non-causal (0.89-0.98x; before v5). fp16, grouped heads and Lq != Lk are
-// not measured yet, so stock.
+// Training (the log-sum-exp kept for the backward) stayed stock until forward v9: a whole
+// step with our forward and stock's backward measured 0.92-1.01x (eighteenth session, run 7).
+// Re-measured after v9 (twenty-first session, run 1, scripts/attention-step-probe.py: the
+// forward with grad, and forward + backward under each pairing, alternating rounds), our
+// forward in front of the backward the router picks:
+//   D = 64 non-causal, L 2048-16384: forward 1.05-1.21x, step 1.021-1.044x;
+//   D = 128: forward 1.01-1.18x, but stock's backward runs ~3% slower after ours, so the step
+//     measured 0.978-0.994x at L 4096-8192 and 0.999 / 1.032x (non-causal / causal) at 16384;
+//   D = 256 from L = 1024 (non-causal) and 2048 (causal): forward 1.04-1.41x, step 0.999-1.090x.
+// Inference (no log-sum-exp), the bench's fwd_infer pass after v9 (twentieth session, run 10,
+// bench/results/h200/attention.json): D = 64 non-causal from 2048 1.03-1.17x, causal at 16384
+// 1.08x (8192 1.02x); D = 256 non-causal from 1024 1.06-1.10x, causal from 2048 1.05-1.22x
+// (1024 0.99x). Everywhere else stock measured faster or even: D = 64 causal below 16384
+// (0.73-1.02x), L <= 1024 at D = 64 and 128 (0.73-0.94x), D = 128 non-causal below 16384
+// (0.87-1.00x). fp16, grouped heads and Lq != Lk are not measured against cuDNN, so stock.
 #pragma once
 
 #include "flyops/attention.h"
@@ -39,9 +49,16 @@ inline bool flash2_class(const AttnParams& p) { return p.Lq >= 512 && p.Lk >= 51
 
 inline bool measured_faster(const AttnParams& p) {
   if (p.stock == AttnStock::kFlash2) return flash2_class(p);
-  if (p.lse != nullptr || p.dtype != DType::kBFloat16 || p.Lk != p.Lq || p.H != p.Hkv) return false;
-  if (p.causal) return (p.D == 128 || p.D == 256) && p.Lq >= 4096;
-  return (p.D == 256 && p.Lq >= 8192) || (p.D == 128 && p.Lq >= 16384);
+  if (p.dtype != DType::kBFloat16 || p.Lk != p.Lq || p.H != p.Hkv) return false;
+  const int64_t L = p.Lq;
+  if (p.lse != nullptr) {  // training
+    if (p.D == 64) return !p.causal && L >= 2048;
+    if (p.D == 128) return L >= 16384;
+    return L >= (p.causal ? 2048 : 1024);
+  }
+  if (p.D == 64) return L >= (p.causal ? 16384 : 2048);
+  if (p.D == 128) return L >= (p.causal ? 4096 : 16384);
+  return L >= (p.causal ? 2048 : 1024);
 }
 
 // The backward against cuDNN's: slower everywhere measured (0.76-0.94x in run 9; D = 64
@@ -63,14 +80,16 @@ inline bool bwd_measured_faster(const AttnBwdParams& p) {
 // bwd pass, flyops forced against stock in alternating rounds, bf16, B x L = 16384, H = 8):
 // against cuDNN 1.15 / 1.13x non-causal and 1.06 / 1.04x causal at L = 512 / 1024, 1.06 /
 // 1.10x non-causal at 8192 / 16384; 0.89-1.04x elsewhere (L = 2048-4096, causal from 2048),
-// so stock there. Against FA2 1.53-1.76x at every length. The ordered dQ at D = 256 was not
+// so stock there, except causal at 16384: 1.05x in the bench (twentieth session, run 10), and
+// in a whole step behind our forward 1.066x against 1.024x with stock's backward (twenty-first
+// session, run 1). Against FA2 1.53-1.76x at every length. The ordered dQ at D = 256 was not
 // measured.
 inline bool bwd_d256_measured_faster(const AttnBwdParams& p) {
   const AttnParams& f = p.fwd;
   if (p.deterministic) return false;
   if (f.stock == AttnStock::kFlash2) return flash2_class(f);
   if (f.dtype != DType::kBFloat16 || f.H != f.Hkv || f.Lq != f.Lk) return false;
-  return (f.Lq >= 512 && f.Lq <= 1024) || (!f.causal && f.Lq >= 8192);
+  return (f.Lq >= 512 && f.Lq <= 1024) || f.Lq >= (f.causal ? 16384 : 8192);
 }
 
 // Why stock's backward runs, or nullptr where ours measured faster.

@@ -56,20 +56,48 @@ TEST(AttentionRouter, ForcedAndTable) {
   EXPECT_FALSE(attention_choose(p, kH200).flyops);  // non-causal: stock measured faster
   p.causal = true;
   EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
-  AttnParams training = p;
+  // Training (the lse kept): D = 128 only at 16384, where stock's backward after ours still
+  // left the step ahead; D = 64 non-causal from 2048; D = 256 from 1024 (causal 2048).
   static float lse_stand_in;
-  training.lse = &lse_stand_in;
-  EXPECT_FALSE(attention_choose(training, kH200).flyops);
+  const auto training = [&](AttnParams t) {
+    t.lse = &lse_stand_in;
+    return attention_choose(t, kH200).flyops;
+  };
+  EXPECT_FALSE(training(p));
+  AttnParams t = params(16, 16, 16384, 16384, 128);
+  EXPECT_TRUE(training(t));
+  t.causal = true;
+  EXPECT_TRUE(training(t));
+  EXPECT_FALSE(training(params(16, 16, 8192, 8192, 128)));
+  EXPECT_TRUE(training(params(32, 32, 2048, 2048, 64)));
+  EXPECT_FALSE(training(params(32, 32, 1024, 1024, 64)));
+  t = params(32, 32, 16384, 16384, 64);
+  t.causal = true;
+  EXPECT_FALSE(training(t));  // D = 64 causal: not measured ahead in training
+  EXPECT_TRUE(training(params(8, 8, 1024, 1024, 256)));
+  t = params(8, 8, 1024, 1024, 256);
+  t.causal = true;
+  EXPECT_FALSE(training(t));
+  t.Lq = t.Lk = 2048;
+  EXPECT_TRUE(training(t));
   AttnParams gqa = p;
   gqa.Hkv = 4;
   EXPECT_FALSE(attention_choose(gqa, kH200).flyops);  // not measured
   EXPECT_FALSE(attention_choose(params(16, 16, 2048, 2048, 128), kH200).flyops);
-  // Non-causal inference: long rows at D = 256 and 128 only.
+  // Non-causal inference: D = 128 at 16384, D = 64 from 2048, D = 256 from 1024.
   EXPECT_TRUE(attention_choose(params(8, 8, 8192, 8192, 256), kH200).flyops);
-  EXPECT_FALSE(attention_choose(params(8, 8, 4096, 4096, 256), kH200).flyops);
+  EXPECT_TRUE(attention_choose(params(8, 8, 1024, 1024, 256), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(8, 8, 512, 512, 256), kH200).flyops);
   EXPECT_TRUE(attention_choose(params(16, 16, 16384, 16384, 128), kH200).flyops);
   EXPECT_FALSE(attention_choose(params(16, 16, 8192, 8192, 128), kH200).flyops);
-  EXPECT_FALSE(attention_choose(params(32, 32, 16384, 16384, 64), kH200).flyops);
+  EXPECT_TRUE(attention_choose(params(32, 32, 2048, 2048, 64), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(32, 32, 1024, 1024, 64), kH200).flyops);
+  // Causal inference at D = 64: only at 16384.
+  t = params(32, 32, 8192, 8192, 64);
+  t.causal = true;
+  EXPECT_FALSE(attention_choose(t, kH200).flyops);
+  t.Lq = t.Lk = 16384;
+  EXPECT_TRUE(attention_choose(t, kH200).flyops);
   p.causal = false;
   attention_force(1);
   EXPECT_TRUE(attention_choose(p, kH200).flyops);
@@ -99,7 +127,8 @@ TEST(AttentionRouter, AgainstFlash2) {
   off.Lq = 1;
   EXPECT_FALSE(attention_choose(off, kH200).flyops);  // decoding: FA2 measured faster
   p.stock = AttnStock::kCudnn;
-  EXPECT_FALSE(attention_choose(p, kH200).flyops);
+  p.Lq = p.Lk = 1024;
+  EXPECT_FALSE(attention_choose(p, kH200).flyops);  // cuDNN's at D = 64, L = 1024
 }
 
 // Key blocks: all of them without a mask; causal top-left stops at the block holding the
@@ -219,7 +248,8 @@ TEST(AttentionBackwardRouter, AgainstFlash2) {
   EXPECT_FALSE(attention_bwd_choose(off, kH200).flyops);
 }
 
-// D = 256 against cuDNN: the measured classes only (L 512-1024, non-causal from 8192).
+// D = 256 against cuDNN: the measured classes only (L 512-1024, non-causal from 8192, causal
+// at 16384).
 TEST(AttentionBackwardRouter, HeadDim256AgainstCudnn) {
   auto at = [](int64_t L, bool causal) {
     AttnBwdParams p = bwd_params(8, 8, L, L, 256);
@@ -232,6 +262,7 @@ TEST(AttentionBackwardRouter, HeadDim256AgainstCudnn) {
   EXPECT_TRUE(at(16384, false).flyops);
   EXPECT_FALSE(at(4096, false).flyops);
   EXPECT_FALSE(at(8192, true).flyops);
+  EXPECT_TRUE(at(16384, true).flyops);
   EXPECT_FALSE(at(256, false).flyops);  // shorter rows were not measured
   const AttnPlan mid = at(2048, false);
   EXPECT_FALSE(mid.flyops);

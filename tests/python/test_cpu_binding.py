@@ -482,7 +482,7 @@ def test_attention_routing_reasons():
     lq, lk, lv = _attn(Lq=4096, Lk=4096)
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True) == "flyops_attention_fwd<bf16,d128,causal>"
     assert torch.ops.flyops._route_attention(lq, lk, lv).startswith("stock (stock measured faster")
-    # training (the log-sum-exp kept for the backward) against cuDNN: stock
+    # training (the log-sum-exp kept for the backward) against cuDNN at D = 128 below 16384: stock
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True, lse=True).startswith("stock (stock measured")
     # the flash op (its stock kernel FA2): flyops from 512 keys and queries, stock below
     assert torch.ops.flyops._route_attention(lq, lk, lv, True, True) == "flyops_attention_fwd<bf16,d128,causal>"

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""A training step's halves routed apart: on the benchmark's shapes (bf16, B x L = 16384,
+cuDNN as stock), times the forward with grad (stock, flyops forced) and the forward +
+backward step under each pairing of stock and flyops kernels, in one process (median of
+CUDA events, L2 flushed, alternating rounds). The data behind the training rows of
+src/attention/tuned_table.h: whether our forward pays off in front of stock's backward, and
+ours in front of ours.
+
+usage (GPU machine): python3 scripts/attention-step-probe.py [D:L[:c] ...]   (c: causal)"""
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import flyops
+from flyops.bench import common
+from flyops.bench.attention import HEADS, LENGTHS, TOKENS, forced
+
+# (forward, backward) force modes: 1 flyops, 2 stock.
+STEPS = (("stock+stock", 2, 2), ("ours+stock", 1, 2), ("stock+ours", 2, 1), ("ours+ours", 1, 1))
+
+
+def shapes():
+    if len(sys.argv) > 1:
+        out = []
+        for a in sys.argv[1:]:
+            f = a.split(":")
+            out.append((int(f[0]), int(f[1]), len(f) > 2 and f[2] == "c"))
+        return out
+    return [(D, L, c) for D in (64, 128, 256) for L in LENGTHS for c in (False, True)]
+
+
+def main():
+    timer = common.Timer(reps=30, warmup=5)
+    torch.manual_seed(0)
+    for D, L, causal in shapes():
+        H, B = HEADS[D], TOKENS // L
+        q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+
+        def fwd():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        def step():
+            return torch.autograd.grad(fwd(), (q, k, v), go)
+
+        f_stock, f_ours = common.alternating(timer, [lambda: forced(2), lambda: forced(1)], fwd)
+        steps = common.alternating(timer, [lambda f=f, b=b: forced(f, b) for _, f, b in STEPS], step)
+        base = steps[0]
+        cols = "  ".join(f"{name} {ms:.4f} ({base / ms:.3f}x)" for (name, _, _), ms in zip(STEPS, steps))
+        print(f"D={D} L={L} {'causal' if causal else 'full':6s} fwd stock {f_stock:.4f} ours {f_ours:.4f} "
+              f"({f_stock / f_ours:.3f}x) | step {cols}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
