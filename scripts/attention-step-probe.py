@@ -6,7 +6,7 @@ CUDA events, L2 flushed, alternating rounds). The data behind the training rows 
 src/attention/tuned_table.h: whether our forward pays off in front of stock's backward, and
 ours in front of ours.
 
-usage (GPU machine): python3 scripts/attention-step-probe.py [D:L[:c] ...]   (c: causal)"""
+usage (GPU machine): python3 scripts/attention-step-probe.py [--pause | --bwd-alone] [D:L[:c] ...]   (c: causal)"""
 import sys
 
 import torch
@@ -17,6 +17,7 @@ from flyops.bench import common
 from flyops.bench.attention import HEADS, LENGTHS, TOKENS, forced
 
 # (forward, backward) force modes: 1 flyops, 2 stock.
+PAUSE_CYCLES = 0
 STEPS = (("stock+stock", 2, 2), ("ours+stock", 1, 2), ("stock+ours", 2, 1), ("ours+ours", 1, 1))
 
 
@@ -30,9 +31,48 @@ def shapes():
     return [(D, L, c) for D in (64, 128, 256) for L in LENGTHS for c in (False, True)]
 
 
+def backward_alone(timer, D, L, causal):
+    """Stock's backward timed alone (graph retained, L2 flushed before each call) on the
+    outputs of stock's forward and of ours: whether what our forward leaves (its output and
+    log-sum-exp) slows it, apart from what runs before it."""
+    H, B = HEADS[D], TOKENS // L
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    outs = []
+    for mode in (2, 1):
+        with forced(mode):
+            outs.append(F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    side = [0]
+
+    def bwd():
+        return torch.autograd.grad(outs[side[0]], (q, k, v), go, retain_graph=True)
+
+    def on(i):
+        def ctx():
+            side[0] = i
+            return forced(2)
+        return ctx
+    t = common.alternating(timer, [on(0), on(1)], bwd)
+    lse = [o.grad_fn._saved_logsumexp if hasattr(o.grad_fn, "_saved_logsumexp") else None for o in outs]
+    info = "" if lse[0] is None else (f" lse strides {lse[0].stride()} / {lse[1].stride()}, max |diff| "
+                                      f"{(lse[0] - lse[1]).abs().max().item():.2e}")
+    print(f"D={D} L={L} {'causal' if causal else 'full':6s} stock backward alone: on stock's forward {t[0]:.4f} "
+          f"ms, on ours {t[1]:.4f} ms ({t[0] / t[1]:.3f}x); out strides {outs[0].stride()} / {outs[1].stride()}"
+          + info, flush=True)
+
+
 def main():
     timer = common.Timer(reps=30, warmup=5)
     torch.manual_seed(0)
+    global PAUSE_CYCLES
+    if sys.argv[1:2] == ["--pause"]:
+        del sys.argv[1]
+        PAUSE_CYCLES = 2_000_000  # ~1 ms at the H200's clocks
+    if sys.argv[1:2] == ["--bwd-alone"]:
+        del sys.argv[1]
+        for D, L, causal in shapes():
+            backward_alone(timer, D, L, causal)
+        return
     for D, L, causal in shapes():
         H, B = HEADS[D], TOKENS // L
         q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -42,7 +82,10 @@ def main():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         def step():
-            return torch.autograd.grad(fwd(), (q, k, v), go)
+            out = fwd()
+            if PAUSE_CYCLES:  # --pause: the GPU idles between the halves (power and clocks settle)
+                torch.cuda._sleep(PAUSE_CYCLES)
+            return torch.autograd.grad(out, (q, k, v), go)
 
         f_stock, f_ours = common.alternating(timer, [lambda: forced(2), lambda: forced(1)], fwd)
         steps = common.alternating(timer, [lambda f=f, b=b: forced(f, b) for _, f, b in STEPS], step)

@@ -56,8 +56,9 @@ TEST(AttentionRouter, ForcedAndTable) {
   EXPECT_FALSE(attention_choose(p, kH200).flyops);  // non-causal: stock measured faster
   p.causal = true;
   EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
-  // Training (the lse kept): D = 128 only at 16384, where stock's backward after ours still
-  // left the step ahead; D = 64 non-causal from 2048; D = 256 from 1024 (causal 2048).
+  // Training (the lse kept): only where a whole step measured ahead behind our forward: D =
+  // 128 causal at 16384; D = 64 non-causal from 4096; D = 256 non-causal at 1024-2048 and from
+  // 8192, causal from 4096.
   static float lse_stand_in;
   const auto training = [&](AttnParams t) {
     t.lse = &lse_stand_in;
@@ -65,20 +66,23 @@ TEST(AttentionRouter, ForcedAndTable) {
   };
   EXPECT_FALSE(training(p));
   AttnParams t = params(16, 16, 16384, 16384, 128);
-  EXPECT_TRUE(training(t));
+  EXPECT_FALSE(training(t));
   t.causal = true;
   EXPECT_TRUE(training(t));
   EXPECT_FALSE(training(params(16, 16, 8192, 8192, 128)));
-  EXPECT_TRUE(training(params(32, 32, 2048, 2048, 64)));
-  EXPECT_FALSE(training(params(32, 32, 1024, 1024, 64)));
+  EXPECT_TRUE(training(params(32, 32, 4096, 4096, 64)));
+  EXPECT_FALSE(training(params(32, 32, 2048, 2048, 64)));
   t = params(32, 32, 16384, 16384, 64);
   t.causal = true;
   EXPECT_FALSE(training(t));  // D = 64 causal: not measured ahead in training
   EXPECT_TRUE(training(params(8, 8, 1024, 1024, 256)));
-  t = params(8, 8, 1024, 1024, 256);
+  EXPECT_TRUE(training(params(8, 8, 2048, 2048, 256)));
+  EXPECT_FALSE(training(params(8, 8, 4096, 4096, 256)));  // the step measured even
+  EXPECT_TRUE(training(params(8, 8, 8192, 8192, 256)));
+  t = params(8, 8, 2048, 2048, 256);
   t.causal = true;
   EXPECT_FALSE(training(t));
-  t.Lq = t.Lk = 2048;
+  t.Lq = t.Lk = 4096;
   EXPECT_TRUE(training(t));
   AttnParams gqa = p;
   gqa.Hkv = 4;
