@@ -6,7 +6,7 @@ CUDA events, L2 flushed, alternating rounds). The data behind the training rows 
 src/attention/tuned_table.h: whether our forward pays off in front of stock's backward, and
 ours in front of ours.
 
-usage (GPU machine): python3 scripts/attention-step-probe.py [--pause | --bwd-alone] [D:L[:c] ...]   (c: causal)"""
+usage (GPU machine): python3 scripts/attention-step-probe.py [--pause | --bwd-alone | --power | --aa] [D:L[:c] ...]   (c: causal)"""
 import sys
 
 import torch
@@ -61,9 +61,49 @@ def backward_alone(timer, D, L, causal):
           + info, flush=True)
 
 
+def power(D, L, causal):
+    """Sustained forward with grad (about a second a side, NVML read every 10 ms; scripts/
+    gemm-power.py's sampler), stock's then ours then again: time, SM clock and board power."""
+    import importlib.util
+    import pathlib
+
+    import pynvml
+    spec = importlib.util.spec_from_file_location("gemm_power", pathlib.Path(__file__).with_name("gemm-power.py"))
+    gp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gp)
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    H, B = HEADS[D], TOKENS // L
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    for name, mode in (("stock", 2), ("ours", 1), ("stock", 2), ("ours", 1)):
+        with forced(mode):
+            ms, mhz, watts = gp.sustained(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), h)
+        print(f"D={D} L={L} {'causal' if causal else 'full':6s} forward {name:5s} {ms:.4f} ms SM {mhz:6.0f} MHz "
+              f"{watts:5.0f} W", flush=True)
+
+
+def a_a(timer, D, L, causal):
+    """The step's spread under the bench's alternating rounds: stock three times over, and our
+    forward with stock's backward, as four contexts."""
+    H, B = HEADS[D], TOKENS // L
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    t = common.alternating(timer, [lambda: forced(2), lambda: forced(2), lambda: forced(1, 2), lambda: forced(2)],
+                           lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                                       (q, k, v), go))
+    print(f"D={D} L={L} {'causal' if causal else 'full':6s} step A/A: stock {t[0]:.4f} {t[1]:.4f} {t[3]:.4f} ms, "
+          f"ours+stock {t[2]:.4f} ({t[0] / t[2]:.3f}x of the first)", flush=True)
+
+
 def main():
     timer = common.Timer(reps=30, warmup=5)
     torch.manual_seed(0)
+    mode = {"--power": power, "--aa": lambda *a: a_a(timer, *a)}.get(sys.argv[1] if len(sys.argv) > 1 else "")
+    if mode is not None:
+        del sys.argv[1]
+        for shape in shapes():
+            mode(*shape)
+        return
     global PAUSE_CYCLES
     if sys.argv[1:2] == ["--pause"]:
         del sys.argv[1]
