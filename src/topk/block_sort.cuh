@@ -276,8 +276,8 @@ FLYOPS_DEVICE void block_sort_desc(uint64_t* key, uint32_t* val, int p) {
 // thread calls it, after a barrier that follows the last write of key[] and val[].
 // kRankOnly: the caller's k never passes kRankSortMax, and the sorts are not compiled in.
 // kSplitRank: the ranks counted by lane groups (rank_desc_split); the cluster kernel's rank 0
-// gains by it, the finish kernel measured 1-3% slower with it (session run 1), so it keeps one
-// thread an element.
+// gains by it, the finish kernel measured 1-3% slower with it (twenty-first session, run 1), so
+// it keeps one thread an element.
 template <int kThreads, bool kRankOnly = false, bool kSplitRank = false, typename Out>
 FLYOPS_DEVICE void order_desc(uint64_t* key, uint32_t* val, int k, int P, void* scratch, uint32_t* bins,
                               uint32_t* wsum, uint64_t* mm, Out&& out) {
