@@ -484,6 +484,11 @@ def test_attention_routing_reasons():
     assert torch.ops.flyops._route_attention(lq, lk, lv).startswith("stock (stock measured faster")
     # training (the log-sum-exp kept for the backward) against cuDNN at D = 128 below 16384: stock
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True, lse=True).startswith("stock (stock measured")
+    # ... and flyops where a whole step measured ahead behind our forward (tuned_table.h)
+    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=4096, Lk=4096), lse=True) == "flyops_attention_fwd<bf16,d64>"
+    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=2048, Lk=2048), lse=True).startswith("stock (stock measured")
+    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=2048, Lk=2048)) == "flyops_attention_fwd<bf16,d64>"
+    assert torch.ops.flyops._route_attention(*_attn(D=256, Lq=1024, Lk=1024), lse=True) == "flyops_attention_fwd<bf16,d256>"
     # the flash op (its stock kernel FA2): flyops from 512 keys and queries, stock below
     assert torch.ops.flyops._route_attention(lq, lk, lv, True, True) == "flyops_attention_fwd<bf16,d128,causal>"
     assert torch.ops.flyops._route_attention(lq, lk, lv, True, False) == "flyops_attention_fwd<bf16,d128>"
