@@ -12,13 +12,20 @@ import sys
 import torch
 import torch.nn.functional as F
 
-import flyops
+import flyops  # noqa: F401  (loads the ops)
 from flyops.bench import common
 from flyops.bench.attention import HEADS, LENGTHS, TOKENS, forced
 
 # (forward, backward) force modes: 1 flyops, 2 stock.
 PAUSE_CYCLES = 0
 STEPS = (("stock+stock", 2, 2), ("ours+stock", 1, 2), ("stock+ours", 2, 1), ("ours+ours", 1, 1))
+
+
+def inputs(D, L):
+    """The bench's q, k, v (requiring grad) and an output gradient for head dim D, length L."""
+    H, B = HEADS[D], TOKENS // L
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    return q, k, v, torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
 
 
 def shapes():
@@ -35,9 +42,7 @@ def backward_alone(timer, D, L, causal):
     """Stock's backward timed alone (graph retained, L2 flushed before each call) on the
     outputs of stock's forward and of ours: whether what our forward leaves (its output and
     log-sum-exp) slows it, apart from what runs before it."""
-    H, B = HEADS[D], TOKENS // L
-    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    q, k, v, go = inputs(D, L)
     outs = []
     for mode in (2, 1):
         with forced(mode):
@@ -73,8 +78,7 @@ def power(D, L, causal):
     spec.loader.exec_module(gp)
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-    H, B = HEADS[D], TOKENS // L
-    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v, _ = inputs(D, L)
     for name, mode in (("stock", 2), ("ours", 1), ("stock", 2), ("ours", 1)):
         with forced(mode):
             ms, mhz, watts = gp.sustained(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), h)
@@ -85,9 +89,7 @@ def power(D, L, causal):
 def a_a(timer, D, L, causal):
     """The step's spread under the bench's alternating rounds: stock three times over, and our
     forward with stock's backward, as four contexts."""
-    H, B = HEADS[D], TOKENS // L
-    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    q, k, v, go = inputs(D, L)
     t = common.alternating(timer, [lambda: forced(2), lambda: forced(2), lambda: forced(1, 2), lambda: forced(2)],
                            lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                                                        (q, k, v), go))
@@ -114,9 +116,7 @@ def main():
             backward_alone(timer, D, L, causal)
         return
     for D, L, causal in shapes():
-        H, B = HEADS[D], TOKENS // L
-        q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-        go = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+        q, k, v, go = inputs(D, L)
 
         def fwd():
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)

@@ -675,27 +675,36 @@ __global__ void handoff_kernel(const uint32_t* values, uint32_t* seen) {
   }
 }
 
+// The cluster exchange tests' launch: `values` uploaded, one cluster of kCtas CTAs of
+// kThreads threads run as kernel(values, seen), and `words` words of seen (filled with
+// `poison` bytes first) read back.
+constexpr int kExchangeCtas = 4, kExchangeThreads = 64;
+std::vector<uint32_t> run_exchange(void (*kernel)(const uint32_t*, uint32_t*), const std::vector<uint32_t>& values,
+                                   size_t words, int poison) {
+  std::vector<uint32_t> got(words);
+  uint32_t *dv, *ds;
+  CHECK_CUDA(cudaMalloc(&dv, values.size() * 4));
+  CHECK_CUDA(cudaMalloc(&ds, words * 4));
+  CHECK_CUDA(cudaMemcpy(dv, values.data(), values.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(ds, poison, words * 4));
+  CHECK_CUDA(launch_cluster(kernel, dim3(kExchangeCtas), dim3(kExchangeThreads), 0, nullptr, kExchangeCtas,
+                            static_cast<const uint32_t*>(dv), ds));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaMemcpy(got.data(), ds, words * 4, cudaMemcpyDeviceToHost));
+  cudaFree(dv);
+  cudaFree(ds);
+  return got;
+}
+
 void test_cluster_handoff() {
-  constexpr int kCtas = 4, kThreads = 64;
+  constexpr int kCtas = kExchangeCtas, kThreads = kExchangeThreads;
   std::mt19937 rng(std::random_device{}());
-  std::vector<uint32_t> values(kHandoffRounds * kCtas), expect(kHandoffRounds * kCtas * kThreads),
-      got(expect.size());
+  std::vector<uint32_t> values(kHandoffRounds * kCtas), expect(kHandoffRounds * kCtas * kThreads);
   for (auto& v : values) v = rng();
   for (int r = 0; r < kHandoffRounds; ++r)
     for (int c = 0; c < kCtas; ++c)
       for (int t = 0; t < kThreads; ++t) expect[(r * kCtas + c) * kThreads + t] = values[r * kCtas + c];
-  uint32_t *dv, *ds;
-  CHECK_CUDA(cudaMalloc(&dv, values.size() * 4));
-  CHECK_CUDA(cudaMalloc(&ds, got.size() * 4));
-  CHECK_CUDA(cudaMemcpy(dv, values.data(), values.size() * 4, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(ds, 0, got.size() * 4));
-  CHECK_CUDA(launch_cluster(&handoff_kernel, dim3(kCtas), dim3(kThreads), 0, nullptr, kCtas,
-                            static_cast<const uint32_t*>(dv), ds));
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaMemcpy(got.data(), ds, got.size() * 4, cudaMemcpyDeviceToHost));
-  report("cluster hand-off: peer stores + mbarrier", got == expect);
-  cudaFree(dv);
-  cudaFree(ds);
+  report("cluster hand-off: peer stores + mbarrier", run_exchange(&handoff_kernel, values, expect.size(), 0) == expect);
 }
 
 // ---- an asynchronous exchange: every CTA adds into rank 0's words by red.async, announcing
@@ -742,9 +751,9 @@ __global__ void async_exchange_kernel(const uint32_t* values, uint32_t* seen) {
 }
 
 void test_cluster_async_exchange() {
-  constexpr int kCtas = 4, kThreads = 64;
+  constexpr int kCtas = kExchangeCtas;
   std::mt19937 rng(std::random_device{}());
-  std::vector<uint32_t> values(kHandoffRounds * kCtas * kAsyncWords), expect(values.size()), got(values.size());
+  std::vector<uint32_t> values(kHandoffRounds * kCtas * kAsyncWords), expect(values.size());
   for (auto& v : values) v = rng() >> 4;  // sums of four stay below 2^32
   for (int r = 0; r < kHandoffRounds; ++r)
     for (int w = 0; w < kAsyncWords; ++w) {
@@ -752,18 +761,8 @@ void test_cluster_async_exchange() {
       for (int c = 0; c < kCtas; ++c) sum += values[(r * kCtas + c) * kAsyncWords + w];
       for (int c = 0; c < kCtas; ++c) expect[(r * kCtas + c) * kAsyncWords + w] = sum;
     }
-  uint32_t *dv, *ds;
-  CHECK_CUDA(cudaMalloc(&dv, values.size() * 4));
-  CHECK_CUDA(cudaMalloc(&ds, got.size() * 4));
-  CHECK_CUDA(cudaMemcpy(dv, values.data(), values.size() * 4, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(ds, 0xff, got.size() * 4));
-  CHECK_CUDA(launch_cluster(&async_exchange_kernel, dim3(kCtas), dim3(kThreads), 0, nullptr, kCtas,
-                            static_cast<const uint32_t*>(dv), ds));
-  CHECK_CUDA(cudaDeviceSynchronize());
-  CHECK_CUDA(cudaMemcpy(got.data(), ds, got.size() * 4, cudaMemcpyDeviceToHost));
-  report("cluster async exchange: red.async in, st.async out, on mbarriers", got == expect);
-  cudaFree(dv);
-  cudaFree(ds);
+  report("cluster async exchange: red.async in, st.async out, on mbarriers",
+         run_exchange(&async_exchange_kernel, values, expect.size(), 0xff) == expect);
 }
 
 // ---- bulk reduction: shared fp32 added into global by TMA, twice in two groups ----
