@@ -20,7 +20,8 @@ import flyops
 
 L2_FLUSH_BYTES = 256 << 20
 METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before "
-          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them")
+          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them "
+          "(more contexts: rounds of a balanced order, each context after each other one equally often)")
 # Even, so that each side goes first equally often: a compute-bound burst heats the GPU and
 # lowers its clocks for whatever runs right after (an identical GEMM kernel measured 12%
 # apart by its place in a round on the H200; docs/perf-notes.md, GEMM).
@@ -85,15 +86,33 @@ def stock_and_flyops(timer, fn):
     return alternating(timer, [lambda: flyops.disabled(), contextlib.nullcontext], fn)
 
 
+def balanced_orders(n):
+    """Orders of n contexts, one per round, in which every context follows every other one
+    equally often (a Williams design: n rounds for even n, 2n for odd). A rotation keeps the
+    cyclic order, so each context would always follow the same one, and the state a
+    compute-bound context leaves (clocks under the power cap) would fall on one neighbour."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(c + r) % n for c in first] for r in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
 def alternating(timer, contexts, fn):
     """Medians of fn under each context (a callable returning a context manager), timed in
-    ROUNDS rounds whose order rotates, so each context goes first equally often."""
-    per_round = -(-timer.reps // ROUNDS)
+    rounds (at least ROUNDS, and a whole balanced design) whose orders put each context
+    after each other one equally often, and first equally often."""
+    orders = balanced_orders(len(contexts))
+    rounds = -(-max(ROUNDS, len(orders)) // len(orders)) * len(orders)
+    per_round = -(-timer.reps // rounds)
     samples = [[] for _ in contexts]
-    for r in range(ROUNDS):
+    for r in range(rounds):
         warm = timer.warmup if r == 0 else 2
-        for i in range(len(contexts)):
-            c = (i + r) % len(contexts)
+        for c in orders[r % len(orders)]:
             with contexts[c]():
                 samples[c] += timer.samples(fn, per_round, warm)
     return tuple(statistics.median(x) for x in samples)
