@@ -9,6 +9,7 @@
 
 #include "common/smem_opt_in.h"
 #include "flyops/attention.h"
+#include "flyops/device.h"
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
 #include "maps.h"
@@ -72,15 +73,27 @@ void map_shapes(const AttnParams& p, tile::TmaShape (&s)[4]) {
   s[3] = shape_of(p.o, p.B, p.H, p.Lq, p.D, attention::kStoreRows);
 }
 
+// The config's kernel (only that one instantiated).
+template <typename Cfg, typename T>
+constexpr auto fwd_kernel() {
+  if constexpr (Cfg::kPersistent)
+    return &flyops_attention_fwd_persistent<Cfg, T>;
+  else
+    return &flyops_attention_fwd<Cfg, T>;
+}
+
 template <typename Cfg, typename T>
 Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk, const CUtensorMap& mv,
               const CUtensorMap& mo) {
-  constexpr auto kernel = &flyops_attention_fwd<Cfg, T>;
+  constexpr auto kernel = fwd_kernel<Cfg, T>();
   if (!smem_opt_in<kernel, Cfg::kSmemBytes>(p.device)) return Status::kCudaError;
   attention::Args a;
   a.Lq = static_cast<int>(p.Lq);
   a.Lk = static_cast<int>(p.Lk);
   a.q_blocks = static_cast<int>((p.Lq + Cfg::kBM - 1) / Cfg::kBM);
+  a.heads = static_cast<int>(p.H);
+  const int64_t tiles = a.q_blocks * p.H * p.B;  // < 2^31 (attention_supports)
+  a.tiles = static_cast<int>(tiles);
   a.group = static_cast<int>(p.H / p.Hkv);
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.causal = p.causal;
@@ -88,7 +101,11 @@ Status launch(const AttnParams& p, const CUtensorMap& mq, const CUtensorMap& mk,
   a.lse = p.lse;
   a.lse_stride_b = p.lse_stride_b;
   a.lse_stride_h = p.lse_stride_h;
-  const dim3 grid(static_cast<unsigned>(a.q_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(p.B));
+  dim3 grid(static_cast<unsigned>(a.q_blocks), static_cast<unsigned>(p.H), static_cast<unsigned>(p.B));
+  if constexpr (Cfg::kPersistent) {  // a CTA per SM (one fits: kSmemBytes), or per tile when fewer
+    const int64_t sms = device_info(p.device).sm_count;
+    grid = dim3(static_cast<unsigned>(sms > 0 && tiles > sms ? sms : tiles));
+  }
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, static_cast<cudaStream_t>(p.stream)>>>(mq, mk, mv, mo, a);
   return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
 }
@@ -101,6 +118,7 @@ Support attention_supports(const AttnParams& p, const DeviceInfo& dev) {
   if (p.D != 64 && p.D != 128 && p.D != 256) return fail("head dim not 64, 128 or 256");
   if (const char* why = attention::shape_problem(p)) return fail(why);
   if (p.B > 65535 || p.H > 65535) return fail("more than 65535 batch entries or heads");  // grid y and z
+  if ((p.Lq + 63) / 64 * p.H * p.B >= (int64_t{1} << 31)) return fail("2^31 or more query blocks");  // the walk's int
   for (const AttnTensor* t : {&p.q, &p.k, &p.v, &p.o})
     if (const char* why = strides_ok(*t)) return fail(why);
   tile::TmaShape shapes[4];

@@ -20,14 +20,15 @@
 
 namespace flyops::attention {
 
-// Shared memory: Q (kSpans blocks of kBM rows), then the key ring's stages, then the
-// value ring's, each stage kSpans blocks of kBN rows; every block starts 1024-aligned.
+// Shared memory: the Q buffers (kSpans blocks of kBM rows each), then the key ring's stages,
+// then the value ring's, each stage kSpans blocks of kBN rows; every block starts 1024-aligned.
 template <typename Cfg>
 struct Smem {
+  static constexpr uint32_t kQ = Cfg::kQBuffers * Cfg::kQBytes;
   unsigned char* base;
-  FLYOPS_DEVICE unsigned char* q() const { return base; }
-  FLYOPS_DEVICE unsigned char* k(int s) const { return base + Cfg::kQBytes + s * Cfg::kKVBytes; }
-  FLYOPS_DEVICE unsigned char* v(int s) const { return base + Cfg::kQBytes + (Cfg::kStages + s) * Cfg::kKVBytes; }
+  FLYOPS_DEVICE unsigned char* q(int buf) const { return base + buf * Cfg::kQBytes; }
+  FLYOPS_DEVICE unsigned char* k(int s) const { return base + kQ + s * Cfg::kKVBytes; }
+  FLYOPS_DEVICE unsigned char* v(int s) const { return base + kQ + (Cfg::kStages + s) * Cfg::kKVBytes; }
 };
 
 // What the kernel needs besides the tensor maps.
@@ -40,6 +41,7 @@ struct Args {
   int offset;
   float* lse;
   int64_t lse_stride_b, lse_stride_h;
+  int heads, tiles;  // tiles = q_blocks x heads x batch entries (the persistent walk)
 };
 
 // A K-major operand (rows of a span block, kRows rows a block) at row row0, k16 step kk.
@@ -64,14 +66,15 @@ FLYOPS_DEVICE void load_block(unsigned char* dst, const CUtensorMap* map, uint64
   for (int s = 0; s < Cfg::kSpans; ++s) tile::tma_load(dst + s * kRows * 128, map, bar, s * kSpanElems, row, h, b);
 }
 
-// One thread: Q, then for each key block (last first) its keys and its values.
+// One thread, one tile: Q into buffer qbuf, then for each key block (last first) its keys
+// and its values. The rings' states run on across the tiles of a persistent CTA.
 template <typename Cfg>
 FLYOPS_DEVICE void produce(const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
-                           const Smem<Cfg>& sm, uint64_t* q_bar, tile::Ring<Cfg::kStages>& kring,
-                           tile::Ring<Cfg::kStages>& vring, int q0, int blocks, int h, int hk, int b) {
+                           const Smem<Cfg>& sm, int qbuf, uint64_t* q_bar, tile::Ring<Cfg::kStages>& kring,
+                           tile::Ring<Cfg::kStages>& vring, tile::RingState<Cfg::kStages>& sk,
+                           tile::RingState<Cfg::kStages>& sv, int q0, int blocks, int h, int hk, int b) {
   tile::mbarrier_arrive_expect_tx(q_bar, Cfg::kQBytes);
-  load_block<Cfg, Cfg::kBM>(sm.q(), map_q, q_bar, q0, h, b);
-  tile::RingState<Cfg::kStages> sk, sv;
+  load_block<Cfg, Cfg::kBM>(sm.q(qbuf), map_q, q_bar, q0, h, b);
   for (int j = blocks - 1; j >= 0; --j, sk.advance(), sv.advance()) {
     kring.producer_acquire(sk, Cfg::kKVBytes);
     load_block<Cfg, Cfg::kBN>(sm.k(sk.stage), map_k, kring.full_barrier(sk), j * Cfg::kBN, hk, b);
@@ -82,10 +85,10 @@ FLYOPS_DEVICE void produce(const CUtensorMap* map_q, const CUtensorMap* map_k, c
 
 // S = Q K^T for this warpgroup's 64 rows (issued, not waited for).
 template <typename Cfg, typename T>
-FLYOPS_DEVICE void issue_qk(float (&s)[Cfg::kBN / 2], const Smem<Cfg>& sm, int stage, int wg) {
+FLYOPS_DEVICE void issue_qk(float (&s)[Cfg::kBN / 2], const Smem<Cfg>& sm, int qbuf, int stage, int wg) {
 #pragma unroll
   for (int kk = 0; kk < Cfg::kD / 16; ++kk)
-    tile::wgmma_m64k16<T, Cfg::kBN>(s, kmajor_desc<Cfg::kBM>(sm.q(), 64 * wg, kk),
+    tile::wgmma_m64k16<T, Cfg::kBN>(s, kmajor_desc<Cfg::kBM>(sm.q(qbuf), 64 * wg, kk),
                                     kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
   tile::wgmma_commit();
 }
@@ -107,10 +110,12 @@ FLYOPS_DEVICE void release(tile::Ring<kStages>& ring, const tile::RingState<kSta
 
 // A consumer warpgroup (wg = 0, 1: rows q0 + 64 wg ..) over the key blocks; on return o holds
 // the unnormalised output, m the rows' maxima (log2 domain) and l their sums (per thread).
+// Q is buffer qbuf, waited for at parity q_phase.
 template <typename Cfg, typename T>
-FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
-                           uint64_t* q_bar, tile::Ring<Cfg::kStages>& kring, tile::Ring<Cfg::kStages>& vring,
-                           const Args& a, int q0, int blocks, int wg) {
+FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm, int qbuf,
+                           uint64_t* q_bar, uint32_t q_phase, tile::Ring<Cfg::kStages>& kring,
+                           tile::Ring<Cfg::kStages>& vring, tile::RingState<Cfg::kStages>& sk,
+                           tile::RingState<Cfg::kStages>& sv, const Args& a, int q0, int blocks, int wg) {
   constexpr int kBN = Cfg::kBN;
   const int row = q0 + 64 * wg + 16 * ((threadIdx.x % 128) / 32) + (threadIdx.x % 32) / 4;
   auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (Cfg::kCausal && a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
@@ -125,17 +130,16 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   // one's softmax runs under the other's GEMMs.
   const tile::WarpgroupTurns<Cfg::kPingPong> turns{wg, 1};
   turns.start();
-  tile::RingState<Cfg::kStages> sk, sv;
   float s[kBN / 2];
   uint32_t p[kBN / 16][4];
   float alpha[2];
-  tile::mbarrier_wait(q_bar, 0);
+  tile::mbarrier_wait(q_bar, q_phase);
   int j = blocks - 1;
   // The first block: S, softmax, P; no P V before it.
   kring.consumer_wait(sk);
   turns.wait();
   tile::wgmma_fence();
-  issue_qk<Cfg, T>(s, sm, sk.stage, wg);
+  issue_qk<Cfg, T>(s, sm, qbuf, sk.stage, wg);
   turns.pass(false);
   tile::wgmma_wait<0>();
   tile::fence_operands(s);
@@ -151,7 +155,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     vring.consumer_wait(sv);
     turns.wait();
     tile::wgmma_fence();
-    issue_qk<Cfg, T>(s, sm, sk.stage, wg);
+    issue_qk<Cfg, T>(s, sm, qbuf, sk.stage, wg);
     issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
     turns.pass(false);
     tile::fence_operands(o);
@@ -188,6 +192,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   tile::fence_operands(o);
   for (auto& r : p) tile::fence_operands(r);
   release(vring, sv);
+  sv.advance();  // the states run on into a persistent CTA's next tile
 }
 
 }  // namespace flyops::attention

@@ -39,10 +39,16 @@ struct Config {
   // The consumer warpgroups take turns issuing their products (mainloop.cuh): measured
   // 0.95-0.97x time at D = 256 and on causal D = 128, even on full D = 128, 1.02-1.03x at 64.
   static constexpr bool kPingPong = kD != 64;
+  // A CTA per SM walks the tiles (kernel.cuh, forward v10) on the non-causal D = 128 config
+  // of 128-key blocks, with two Q buffers, so that the next tile's Q loads while this one's
+  // output is staged in and stored from the other. Equal tiles end evenly under a static
+  // walk (causal rows did not: v3); the 176-key blocks leave no room for a second Q buffer.
+  static constexpr bool kPersistent = !kCausal && ((kD == 128 && kBN == 128) || kD == 64);
+  static constexpr int kQBuffers = kPersistent ? 2 : 1;
   static constexpr int kSpans = kD / kSpanElems;
   static constexpr uint32_t kQBytes = kBM * kD * 2;
   static constexpr uint32_t kKVBytes = kBN * kD * 2;  // one key or value block
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;  // + the 1024-byte alignment
+  static constexpr int kSmemBytes = kQBuffers * kQBytes + 2 * kStages * kKVBytes + 1024;  // + the 1024-byte alignment
   static_assert(kD % kSpanElems == 0 && kBN % 16 == 0, "whole spans, whole k16 steps");
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 };

@@ -26,7 +26,11 @@
 // Stock's backward runs up to ~3% slower behind our forward than behind its own, though alone
 // (L2 flushed, graph retained) it takes the same time on either's outputs (0.993-1.000x, run 3):
 // what carries over is the GPU's state after the faster forward (perf-notes), so only the
-// shapes whose step measured ahead in both runs take our training forward.
+// shapes whose step measured ahead in both runs take our training forward. After forward
+// v10 (the persistent non-causal D = 64 kernels, 0.93x time at 2048; twenty-second session,
+// the step probe) D = 64 non-causal at 2048 too: forward 1.128x, step 1.037x behind it (1.023
+// / 0.977x before v10); at 512 / 1024 the forward measured 1.012 / 0.992x, D = 128 non-causal
+// at 512-2048 1.002-1.018x (steps 1.005-1.018x): too close to route.
 // Inference (no log-sum-exp), the bench's fwd_infer pass after v9 (twentieth session, run 10,
 // bench/results/h200/attention.json): D = 64 non-causal from 2048 1.03-1.17x, causal at 16384
 // 1.08x (8192 1.02x); D = 256 non-causal from 1024 1.06-1.10x, causal from 2048 1.05-1.22x
@@ -58,7 +62,7 @@ inline bool measured_faster(const AttnParams& p) {
   if (p.dtype != DType::kBFloat16 || p.Lk != p.Lq || p.H != p.Hkv) return false;
   const int64_t L = p.Lq;
   if (p.lse != nullptr) {  // training
-    if (p.D == 64) return !p.causal && L >= 4096;
+    if (p.D == 64) return !p.causal && L >= 2048;
     if (p.D == 128) return p.causal && L >= 16384;
     return p.causal ? L >= 4096 : (L >= 1024 && L <= 2048) || L >= 8192;
   }

@@ -14,7 +14,8 @@
 //   --time: also times the kernels alone (median of CUDA events, L2 flushed) on the issue's
 //           shapes, B x L = 16384 tokens, in TFLOP/s (4 B H L^2 D, halved when causal; the
 //           backward 2.5x that); FLYOPS_TIME_QUICK=1 times D 64 / 128 at L 1024 and 8192 only,
-//           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ, FLYOPS_TIME_FWD=1 the
+//           FLYOPS_TIME_DETERMINISTIC=1 the backward's ordered dQ, FLYOPS_TIME_CAUSAL=0 / 1
+//           full or causal rows only, FLYOPS_TIME_FWD=1 the
 //           forward only, FLYOPS_TIME_D=256 one head dim only, FLYOPS_TIME_FP16=1 fp16 inputs
 //           (else bf16), FLYOPS_TIME_ONLY=1 no correctness cases before (scripts/attn-ab:
 //           each build's own check is separate)
@@ -297,6 +298,7 @@ void time_shapes() {
   const int64_t shapes[][2] = {{128, 16}, {64, 32}, {256, 8}};  // head dim, heads
   const bool quick = std::getenv("FLYOPS_TIME_QUICK") != nullptr;  // D 64 / 128 at L 1024 and 8192
   const char* only_d = std::getenv("FLYOPS_TIME_D");
+  const char* only_causal = std::getenv("FLYOPS_TIME_CAUSAL");  // 0: full rows only, 1: causal only
   const bool fp16 = std::getenv("FLYOPS_TIME_FP16") != nullptr;
   for (const auto& dh : shapes)
     for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384})
@@ -304,6 +306,7 @@ void time_shapes() {
         const int64_t D = dh[0], H = dh[1], B = 16384 / L, n = B * H * L * D;
         if (quick && (D == 256 || (L != 1024 && L != 8192))) continue;
         if (only_d != nullptr && std::atoll(only_d) != D) continue;
+        if (only_causal != nullptr && std::atoi(only_causal) != static_cast<int>(causal)) continue;
         uint16_t* buf;
         float* lse;
         CHECK_CUDA(cudaMalloc(&buf, 8 * n * 2));  // q k v o dO dq dk dv
@@ -408,6 +411,16 @@ int main(int argc, char** argv) {
     run({1, 4, 2, 700, 520, D, false, 2, false, true, true, true});  // deterministic backward: causal, GQA, Lq > Lk
     run({2, 2, 2, 300, 300, D, false, 0, true, true, true, true});
   }
+  // Over 132 tiles (one CTA per SM on the H200), so that the persistent CTAs (D = 128,
+  // non-causal, 128-key blocks) walk several and alternate their Q buffers: grouped heads,
+  // both layouts, fp16, query blocks of 1-5 rows; and the 176-key blocks (bf16 from 4096
+  // keys, a CTA per tile) on as many tiles.
+  run({1, 133, 7, 1, 4097, 128, false, 0, false, true, false});
+  run({1, 140, 4, 3, 4500, 128, false, 0, true, true, false});
+  run({1, 150, 10, 5, 1000, 128, true, 0, true});
+  run({3, 50, 50, 2, 300, 128, false, 0});
+  run({1, 150, 10, 5, 1000, 64, false, 0, true});
+  run({1, 34, 2, 600, 700, 64, false, 0, false, true, false});  // 192-row query blocks
   if (!sanitize) {
     // Non-causal from 4096 keys, a partial last block, grouped heads, the transposed layout:
     // bf16 takes the wide key blocks (192 at D = 64, 176 at D = 128), fp16 the 128-key ones

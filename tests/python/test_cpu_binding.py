@@ -486,7 +486,8 @@ def test_attention_routing_reasons():
     assert torch.ops.flyops._route_attention(lq, lk, lv, causal=True, lse=True).startswith("stock (stock measured")
     # ... and flyops where a whole step measured ahead behind our forward (tuned_table.h)
     assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=4096, Lk=4096), lse=True) == "flyops_attention_fwd<bf16,d64>"
-    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=2048, Lk=2048), lse=True).startswith("stock (stock measured")
+    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=2048, Lk=2048), lse=True) == "flyops_attention_fwd<bf16,d64>"
+    assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=1024, Lk=1024), lse=True).startswith("stock (stock measured")
     assert torch.ops.flyops._route_attention(*_attn(D=64, Lq=2048, Lk=2048)) == "flyops_attention_fwd<bf16,d64>"
     assert torch.ops.flyops._route_attention(*_attn(D=256, Lq=1024, Lk=1024), lse=True) == "flyops_attention_fwd<bf16,d256>"
     # the flash op (its stock kernel FA2): flyops from 512 keys and queries, stock below
