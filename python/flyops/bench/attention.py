@@ -160,10 +160,12 @@ def case(timer, pass_, D, L, causal):
 
 def run(timer, quick=False):
     result = common.header("attention", timer)
-    result["method"] += ("; five sides alternate: stock's default backend (flyops disabled), the router, flyops "
-                         "forced past the router (forced_ms: forward and backward), stock's FlashAttention-2 backend "
-                         "(fa2_ms), the router under that backend (flash_routed_ms); errors on 64 sampled query "
-                         "rows of one head against float64")
+    rounds = common.rounds_of(5)
+    result["method"] += (f"; here five sides alternate, in {rounds} rounds of {-(-timer.reps // rounds)} whose orders "
+                         "put each side after each other one equally often: stock's default backend (flyops "
+                         "disabled), the router, flyops forced past the router (forced_ms: forward and backward), "
+                         "stock's FlashAttention-2 backend (fa2_ms), the router under that backend "
+                         "(flash_routed_ms); errors on 64 sampled query rows of one head against float64")
     for pass_ in PASSES:
         for D, L, causal in shapes(quick):
             c = case(timer, pass_, D, L, causal)

@@ -20,8 +20,7 @@ import flyops
 
 L2_FLUSH_BYTES = 256 << 20
 METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before "
-          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them "
-          "(more contexts: rounds of a balanced order, each context after each other one equally often)")
+          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them")
 # Even, so that each side goes first equally often: a compute-bound burst heats the GPU and
 # lowers its clocks for whatever runs right after (an identical GEMM kernel measured 12%
 # apart by its place in a round on the H200; docs/perf-notes.md, GEMM).
@@ -102,12 +101,18 @@ def balanced_orders(n):
     return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
 
 
+def rounds_of(n):
+    """Rounds `alternating` runs for n contexts: at least ROUNDS, and whole balanced designs."""
+    orders = len(balanced_orders(n))
+    return -(-max(ROUNDS, orders) // orders) * orders
+
+
 def alternating(timer, contexts, fn):
     """Medians of fn under each context (a callable returning a context manager), timed in
     rounds (at least ROUNDS, and a whole balanced design) whose orders put each context
     after each other one equally often, and first equally often."""
     orders = balanced_orders(len(contexts))
-    rounds = -(-max(ROUNDS, len(orders)) // len(orders)) * len(orders)
+    rounds = rounds_of(len(contexts))
     per_round = -(-timer.reps // rounds)
     samples = [[] for _ in contexts]
     for r in range(rounds):

@@ -182,7 +182,9 @@ def run(timer, quick=False):
     result["method"] += (f"; calls estimated over 2 ms run fewer repetitions (about {BUDGET_MS:.0f} ms per side, "
                          "at least 9; each case records its reps); square forces flyops' kernel past the router "
                          "(_gemm_force(1)), and so does host (1000 back-to-back calls by wall clock, the lower of two tries "
-                         "per side), every other pass goes through the router; errors on up to "
+                         "per side), every other pass goes through the router; where the tune pass also times "
+                         "forced configs, the three or four sides alternate in rounds of a balanced order (each "
+                         "after each other one equally often); errors on up to "
                          f"{ERR_ROWS} sampled output rows against float64")
     for pass_, M, N, K, layout, force, batch in shapes(quick):
         c = case(timer, pass_, M, N, K, layout, force, batch)
