@@ -39,10 +39,11 @@ struct Config {
   // The consumer warpgroups take turns issuing their products (mainloop.cuh): measured
   // 0.95-0.97x time at D = 256 and on causal D = 128, even on full D = 128, 1.02-1.03x at 64.
   static constexpr bool kPingPong = kD != 64;
-  // A CTA per SM walks the tiles (kernel.cuh, forward v10) on the non-causal D = 128 config
-  // of 128-key blocks, with two Q buffers, so that the next tile's Q loads while this one's
-  // output is staged in and stored from the other. Equal tiles end evenly under a static
-  // walk (causal rows did not: v3); the 176-key blocks leave no room for a second Q buffer.
+  // A CTA per SM walks the tiles (kernel.cuh, forward v10) on the non-causal configs at
+  // D = 64 and D = 128's 128-key blocks, with two Q buffers, so that the next tile's Q loads
+  // while this one's output is staged in and stored from the other. Equal tiles end evenly
+  // under a static walk (causal rows did not: v3); the 176-key blocks leave no room for a
+  // second Q buffer, and 160-key ones on the walk measured slower from 8192 keys (v11).
   static constexpr bool kPersistent = !kCausal && ((kD == 128 && kBN == 128) || kD == 64);
   static constexpr int kQBuffers = kPersistent ? 2 : 1;
   static constexpr int kSpans = kD / kSpanElems;
