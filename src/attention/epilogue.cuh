@@ -40,11 +40,14 @@ FLYOPS_DEVICE void store_warp_rows(const CUtensorMap* map, Box&& box, int row, i
   __syncwarp();
 }
 
-// The rows' sums across their quad, 1 / l into inv and the log-sum-exp (when asked) of the
-// warp's rows row0 + lane / 4 (+ 8) of the block at q0.
-FLYOPS_DEVICE void finish_rows(float (&m)[2], float (&l)[2], float (&inv)[2], const Args& a, int q0, int row0, int h,
-                               int b) {
-  const int lane = threadIdx.x % 32;
+template <typename Cfg, typename T>
+FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
+                                int qbuf, const CUtensorMap* map_o, const Args& a, int q0, int wg, int h, int b) {
+  const int w = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int row0 = 64 * wg + kStoreRows * w;  // the warp's first row in the block
+  // The warp's staging box of span s: its rows of Q's span block (buffer qbuf).
+  auto box = [&](int s) { return sm.q(qbuf) + s * Cfg::kBM * 128 + row0 * 128; };
+  float inv[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
@@ -60,17 +63,6 @@ FLYOPS_DEVICE void finish_rows(float (&m)[2], float (&l)[2], float (&inv)[2], co
       if (r < a.Lq) lse[r] = l[i] > 0.f ? (m[i] + __log2f(l[i])) * 0.6931471805599453f : __builtin_huge_valf();
     }
   }
-}
-
-template <typename Cfg, typename T>
-FLYOPS_DEVICE void store_output(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2], const Smem<Cfg>& sm,
-                                int qbuf, const CUtensorMap* map_o, const Args& a, int q0, int wg, int h, int b) {
-  const int w = (threadIdx.x % 128) / 32;
-  const int row0 = 64 * wg + kStoreRows * w;  // the warp's first row in the block
-  // The warp's staging box of span s: its rows of Q's span block (buffer qbuf).
-  auto box = [&](int s) { return sm.q(qbuf) + s * Cfg::kBM * 128 + row0 * 128; };
-  float inv[2];
-  finish_rows(m, l, inv, a, q0, row0, h, b);
   stage_warp_rows<Cfg::kD, T>(o, inv, box);
   store_warp_rows<Cfg::kD>(map_o, box, q0 + row0, h, b);
 }
