@@ -47,20 +47,23 @@ struct Launcher {
     return Status::kUnsupported;
   }
 
+  static bool group_vec(const TopkParams& p) {
+    return group_vec_loads(p.x, p.n, p.rows, p.x_row_stride, static_cast<int>(sizeof(Raw)));
+  }
+  static constexpr bool kLongRuns = Keys::kBits == 16;  // group_long_run_ok
+
   template <int kG, int kE, int kK>
   static Status group_gek(const TopkParams& p, int forced_threshold) {
     const bool threshold = forced_threshold < 0 ? prefer_group_threshold(p) : forced_threshold == 1;
     GroupArgs a{p.x, p.rows, p.n, p.x_row_stride, static_cast<int>(p.k), p.largest, threshold, p.values, p.indices};
     constexpr int kRowsPerCta = kGroupThreads / kG;
     const int64_t grid = (p.rows + kRowsPerCta - 1) / kRowsPerCta;
-    // 16-byte loads when every row starts 16-byte aligned and holds whole vectors.
-    constexpr int kV = 16 / sizeof(Raw);
-    const bool vec = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && p.n % kV == 0 &&
-                     (p.rows == 1 || p.x_row_stride % kV == 0);
-    if (vec)
+    if (group_vec(p))
       flyops_topk_group<Keys, kG, kE, kK, true><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
-    else
+    else if constexpr (!group_long_run(GroupShape{kG, kE}))
       flyops_topk_group<Keys, kG, kE, kK, false><<<static_cast<unsigned>(grid), kGroupThreads, 0, p.stream>>>(a);
+    else
+      return Status::kUnsupported;  // group() never picks the long runs without 16-byte loads
     return launch_status();
   }
 
@@ -76,7 +79,15 @@ struct Launcher {
 
   static Status group(const TopkParams& p, const TopkPlan& plan) {
     if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
-    const GroupShape s = group_shape(p.n, p.rows, plan.group_threads);
+    GroupShape s = group_shape(p.n, p.rows, plan.group_threads);
+    if constexpr (kLongRuns) {
+      if (group_long_run(s)) {
+        if (group_vec(p)) return group_ge<2, 32>(p, plan.group_threshold);
+        s = group_shape(p.n, p.rows);
+      }
+    } else if (group_long_run(s)) {
+      s = group_shape(p.n, p.rows);
+    }
     const int thr = plan.group_threshold;
     if (s.g == 32) return group_ge<32, 8>(p, thr);
     if (s.g == 1) return group_ge<1, 8>(p, thr);

@@ -174,9 +174,15 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   const int forced = g_forced_kind.load(std::memory_order_relaxed);
   const int forced_c = g_forced_cluster.load(std::memory_order_relaxed);
   if (forced == 0) return stock("forced to stock (tuning)");
+  // Threads a row as the group kernel runs them: its long runs exist for some rows only.
+  auto group_threads_run = [&](int t) {
+    const bool ok = topk::group_long_run_ok(p.x, p.n, p.rows, p.x_row_stride, elem_bytes(p.dtype));
+    return topk::group_long_run(topk::group_shape(p.n, p.rows, t)) && !ok ? 0 : t;
+  };
   if ((forced == 5 || forced == 15 || forced == 16) && p.n <= topk::kGroupMaxN && p.k <= topk::kGroupMaxK) {
     plan.kind = TopkPlan::Kind::kGroup;
-    if (forced_c == 8 || forced_c == 16 || forced_c == 32) plan.group_threads = forced_c;
+    if (forced_c == 2 || forced_c == 8 || forced_c == 16 || forced_c == 32)
+      plan.group_threads = group_threads_run(forced_c);
     if (forced != 5) plan.group_threshold = forced == 15 ? 1 : 0;
     return plan;
   }
@@ -203,7 +209,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {
     plan.kind = TopkPlan::Kind::kGroup;
-    plan.group_threads = topk::group_threads(p);
+    plan.group_threads = group_threads_run(topk::group_threads(p));
     return plan;
   }
   if (p.n <= topk::kWarpMaxN && p.k <= topk::kWarpMaxK && !radix_only) {

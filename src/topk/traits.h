@@ -42,16 +42,32 @@ struct GroupShape {
   int g = 0, e = 0;
 };
 // `threads` (8, 16 or 32; 0: by the rule above) sets the threads a row of 65-256 elements
-// takes; 32 means a warp a row, eight elements a thread.
+// takes; 32 means a warp a row, eight elements a thread. Rows of 33-64 also take two
+// threads of 32 (`threads` 2: a row's networks without the shuffle folds of eight threads;
+// instantiated for 16-bit rows with 16-byte loads only, group_long_run_ok; TopK v64).
 FLYOPS_HD GroupShape group_shape(int64_t n, int64_t rows, int threads = 0) {
   if (n <= 8) return {1, 8};
   if (n <= 16) return {2, 8};
   if (n <= 32) return {4, 8};
+  if (n <= 64 && threads == 2) return {2, 32};
   if (n <= 64) return {8, 8};
   if (threads == 32) return {32, 8};
   if (threads == 16 || (threads == 0 && rows <= kGroupWideRows)) return {16, n <= 128 ? 8 : 16};
   if (n <= 128) return {8, 16};
   return {8, 32};
+}
+
+// The long-run shape above, two threads of 32 (rows of 33-64).
+FLYOPS_HD constexpr bool group_long_run(GroupShape s) { return s.g == 2 && s.e == 32; }
+// The group kernel's 16-byte loads: every row starts 16-byte aligned and holds whole vectors.
+inline bool group_vec_loads(const void* x, int64_t n, int64_t rows, int64_t row_stride, int elem_bytes) {
+  const int64_t v = 16 / elem_bytes;
+  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && n % v == 0 && (rows == 1 || row_stride % v == 0);
+}
+// Whether the long-run shape exists for these rows (16-bit elements, 16-byte loads); else
+// the group kernel runs the rule's shape.
+inline bool group_long_run_ok(const void* x, int64_t n, int64_t rows, int64_t row_stride, int elem_bytes) {
+  return elem_bytes == 2 && group_vec_loads(x, n, rows, row_stride, elem_bytes);
 }
 
 // List length of the group kernel: k rounded up to a power of two.

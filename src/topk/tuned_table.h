@@ -122,7 +122,12 @@ inline bool prefer_group(const TopkParams& p) {
 // rows the same from 16384 rows, where their threshold form starts (16384 x 256 k = 8 10.90
 // vs 11.68), and not with the networks (8192 rows 1.03-1.07x). Rows of 65-128 showed
 // nothing past the measurement's +-5% on these ~5-10 us calls.
+// Since TopK v64 (twenty-third session, run 1, forces in rotating order): 16-bit rows of
+// 33-64 at k >= 5 from 65536 rows take two threads of 32 (bf16 65536 x 64 k = 6 / 8 11.10 /
+// 11.46 against 13.15 / 12.98 us); at 16384 rows 1.00-1.06x, and fp32, whose networks
+// compare 64-bit composites, 1.1-1.45x slower, so neither does.
 inline int group_threads(const TopkParams& p) {
+  if (p.n > 32 && p.n <= 64) return p.dtype != DType::kFloat32 && p.k >= 5 && p.rows >= 65536 ? 2 : 0;
   if (p.n <= 128 || p.n > kGroupMaxN) return 0;
   if (p.dtype == DType::kFloat32) {
     if (p.k >= 2 && p.rows <= 512) return 32;

@@ -268,6 +268,25 @@ TEST(TopkRoute, GroupThreadsForced) {
   EXPECT_EQ(topk::group_shape(64, 4096, 32).g, 8);  // rows of 64 or fewer keep their shape
 }
 
+// Two threads of 32 for rows of 33-64 (TopK v64): 16-bit rows with 16-byte loads only,
+// forced or, at k >= 5 from 65536 rows, by the rule.
+TEST(TopkRoute, GroupLongRuns) {
+  flyops::topk_force(5, 2);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 37, 64, 3)), "flyops_topk_group<bf16,t2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 37, 64, 3)), "flyops_topk_group<fp32>");
+  TopkParams odd = params(DType::kFloat16, 37, 64, 3);
+  odd.x = static_cast<const char*>(odd.x) + 2;  // rows not 16-byte aligned
+  EXPECT_EQ(plan_name(odd), "flyops_topk_group<fp16>");
+  flyops::topk_force(-1, 0);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 64, 8)), "flyops_topk_group<bf16,t2>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 65536, 48, 6)), "flyops_topk_group<fp16,t2>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 65536, 64, 2)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 16384, 64, 8)), "flyops_topk_group<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 64, 8)), "flyops_topk_group<fp32>");
+  EXPECT_EQ(topk::group_shape(64, 65536, 2).e, 32);
+  EXPECT_EQ(topk::group_shape(128, 65536, 2).g, 8);  // rows of 65-128 keep their shape
+}
+
 TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 8)), "flyops_topk_group<fp32>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 65536, 8, 8)), "flyops_topk_group<fp32>");

@@ -39,6 +39,11 @@ def main():
                 for xx in (x, x.contiguous()):
                     cases += 1
                     failures += not check(xx, 8)
+        force(5, 2)  # long runs: two threads a row of 64 (16-bit rows)
+        x = torch.randn(37, 64, device="cuda").to(dtype)
+        for k in (1, 8):
+            cases += 1
+            failures += not check(x, k)
         force(-1, 0)  # the group kernel's threshold form (many rows), and its fallback
         for n in (200, 256):  # to the networks where a CTA holds a row of ties
             x = torch.randn(16400, n + 1, device="cuda").to(dtype)[:, 1:]

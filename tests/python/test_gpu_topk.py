@@ -597,6 +597,30 @@ def test_group_kernel_threads_forced(threads, dtype):
     assert_same_as_stock(randn((9, 257), dtype)[:, 1:], 7)  # misaligned, scalar loads
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_group_kernel_long_runs(dtype):
+    """Rows of 33-64 at two threads a row (runs of 32; 16-bit rows with 16-byte loads only),
+    forced on few rows and routed on many, with special rows among random ones, both
+    directions; fp32 rows and rows that cannot take 16-byte loads run the rule's shape."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    runs = dtype != torch.float32
+    torch.ops.flyops._topk_force(5, 2)
+    for N in (40, 64):
+        check_short_rows(N, dtype, gen, f"group<{DNAME[dtype]}{',t2' if runs else ''}>", (1, 2, 3, 6, 8), (2, 8))
+    x = randn((9, 65), dtype)[:, 1:]  # misaligned rows of 64: scalar loads, the rule's shape
+    assert torch.ops.flyops._route_topk(x, 6) == f"flyops_topk_group<{DNAME[dtype]}>"
+    assert_same_as_stock(x, 6)
+    torch.ops.flyops._topk_force(-1, 0)
+    for rows, N in ((65536, 64), (65537, 56)):
+        x = randn((rows, N), dtype)
+        assert torch.ops.flyops._route_topk(x, 8).endswith(",t2>") == runs
+        for kind in SPECIAL:
+            x[rows // 2] = special_row(N, dtype, kind, gen).cuda()
+            for k in (6, 8):
+                assert_same_as_stock(x, k)
+                assert_same_as_stock(x, k, largest=False, sorted=False)
+
+
 @pytest.mark.parametrize("force", (15, 16), ids=("threshold", "networks"))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_group_kernel_threshold_forced(force, dtype):
