@@ -117,14 +117,15 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
                            tile::Ring<Cfg::kStages>& vring, tile::RingState<Cfg::kStages>& sk,
                            tile::RingState<Cfg::kStages>& sv, const Args& a, int q0, int blocks, int wg) {
   constexpr int kBN = Cfg::kBN;
+  constexpr bool kLazy = Cfg::kLazyRescale;
   const int row = q0 + 64 * wg + 16 * ((threadIdx.x % 128) / 32) + (threadIdx.x % 32) / 4;
   auto masked = [&](int j) { return (j + 1) * kBN > a.Lk || (Cfg::kCausal && a.causal && (j + 1) * kBN - 1 > q0 + a.offset); };
   // Block j's softmax on s, with the mask only where the block needs it.
   auto softmax = [&](float (&scores)[kBN / 2], float (&factor)[2], int j) {
     if (masked(j))
-      online_softmax<true, kBN>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+      online_softmax<true, kBN, kLazy>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
     else
-      online_softmax<false, kBN>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
+      online_softmax<false, kBN, kLazy>(scores, m, l, factor, a.scale_log2, row, j * kBN, a.Lk, a.causal, a.offset);
   };
   // Ping-pong: the two warpgroups take turns issuing their products (barriers 1 and 2), so
   // one's softmax runs under the other's GEMMs.
@@ -164,15 +165,15 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
     release(kring, sk);
     sk.advance();
     if constexpr (decltype(mask_tag)::value)  // the masked loop visits only blocks that need it
-      online_softmax<true, kBN>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, a.causal, a.offset);
+      online_softmax<true, kBN, kLazy>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, a.causal, a.offset);
     else
-      online_softmax<false, kBN>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, false, 0);
+      online_softmax<false, kBN, kLazy>(s, m, l, alpha, a.scale_log2, row, jb * kBN, a.Lk, false, 0);
     tile::wgmma_wait<0>();  // P V done: O and P are free again
     tile::fence_operands(o);
     for (auto& r : p) tile::fence_operands(r);
     release(vring, sv);
     sv.advance();
-    rescale<Cfg::kD>(o, alpha);
+    rescale<Cfg::kD, kLazy>(o, alpha);
     to_operand<T, kBN>(s, p);
     accumulate = true;
   };

@@ -21,11 +21,19 @@ FLYOPS_DEVICE float fast_exp2(float x) {
   return y;
 }
 
-// Masks (kMask), takes the rows' new maxima, turns s into unnormalised probabilities
-// exp2(s * scale_log2 - m) in place, rescales the running sums and returns in alpha the
-// factor by which each row's O must be rescaled (0 on the first block: m was -inf).
+// kLazy (Config::kLazyRescale): how far a block may raise a row's maximum (log2 units)
+// before the row's reference maximum m moves and O is rescaled (FlashAttention-4's
+// conditional rescaling): below it the probabilities reach 2^8 at most, which the fp32
+// sums and the 16-bit P hold with the same relative precision, and past the first blocks
+// most rows' maxima never move that far, so most blocks rescale nothing (forward v12).
+inline constexpr float kRescaleSlack = 8.f;
+
+// Masks (kMask), takes the rows' new maxima (kLazy: moved only past kRescaleSlack), turns s
+// into unnormalised probabilities exp2(s * scale_log2 - m) in place, rescales the running
+// sums and returns in alpha the factor by which each row's O must be rescaled (kLazy: 1
+// where m stayed; 0 where m was -inf, as on the first block).
 // `row` is the h = 0 row's query index, `col0` the block's first key index.
-template <bool kMask, int kBN>
+template <bool kMask, int kBN, bool kLazy>
 FLYOPS_DEVICE void online_softmax(float (&s)[kBN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                   float scale_log2, int row, int col0, int Lk, bool causal, int offset) {
   const int t = threadIdx.x % 4;
@@ -46,9 +54,11 @@ FLYOPS_DEVICE void online_softmax(float (&s)[kBN / 2], float (&m)[2], float (&l)
       }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[h], mx * scale_log2);
+    const float m_blk = mx * scale_log2;
+    const bool move = !kLazy || m_blk > m[h] + kRescaleSlack;  // lazy: always when m is -inf and the block has a key
+    const float m_new = kLazy ? (move ? m_blk : m[h]) : fmaxf(m[h], m_blk);
     const float m_use = m_new == kNegInf ? 0.f : m_new;  // a row with no key yet: keep exp2 finite
-    alpha[h] = fast_exp2(m[h] - m_use);
+    alpha[h] = move ? fast_exp2(m[h] - m_use) : 1.f;
     m[h] = m_new;
     float sum = 0.f;
 #pragma unroll
@@ -63,9 +73,12 @@ FLYOPS_DEVICE void online_softmax(float (&s)[kBN / 2], float (&m)[2], float (&l)
   }
 }
 
-// O's rows scaled by their factors (fragment of wgmma m64 x kD).
-template <int kD>
+// O's rows scaled by their factors (fragment of wgmma m64 x kD); kLazy: nothing where none
+// of the warp's rows moved its maximum (a warp-uniform branch).
+template <int kD, bool kLazy>
 FLYOPS_DEVICE void rescale(float (&o)[kD / 2], const float (&alpha)[2]) {
+  if constexpr (kLazy)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int j = 0; j < kD / 8; ++j)
 #pragma unroll

@@ -46,6 +46,11 @@ struct Config {
   // second Q buffer, and 160-key ones on the walk measured slower from 8192 keys (v11).
   static constexpr bool kPersistent = !kCausal && ((kD == 128 && kBN == 128) || kD == 64);
   static constexpr int kQBuffers = kPersistent ? 2 : 1;
+  // O rescaled only when a row's maximum moves past 2^8 (softmax.cuh, forward v12): 0.988-
+  // 0.994x time at D = 256 and 0.953-0.960x on the causal three-warpgroup tile at D = 64, but
+  // 1.02x slower at D = 128 and 1.03-1.10x on the other D = 64 tiles (the branch around O's
+  // multiplies cost those schedules more than it saved).
+  static constexpr bool kLazyRescale = kD == 256 || (kD == 64 && kCausal && kConsumers == 3);
   static constexpr int kSpans = kD / kSpanElems;
   static constexpr uint32_t kQBytes = kBM * kD * 2;
   static constexpr uint32_t kKVBytes = kBN * kD * 2;  // one key or value block
