@@ -37,6 +37,12 @@
 // (1024 0.99x). Everywhere else stock measured faster or even: D = 64 causal below 16384
 // (0.73-1.02x), L <= 1024 at D = 64 and 128 (0.73-0.94x), D = 128 non-causal below 16384
 // (0.87-1.00x). fp16, grouped heads and Lq != Lk are not measured against cuDNN, so stock.
+// After forward v12 (conditional rescaling on the causal three-warpgroup D = 64 tile, 0.95-
+// 0.96x time from 4096; twenty-third session): D = 64 causal, the step probe's three runs /
+// the bench's fwd_infer pass (run 7): forward at 8192 1.089-1.113x (inference 1.093x), at
+// 16384 1.131-1.157x; the step behind it at 16384 1.022 / 1.026 / 1.026x, at 8192 1.014 /
+// 1.001 / 1.010x (too close); at 4096 the forward 0.987-0.989x. So the training forward
+// from 16384 and inference from 8192.
 #pragma once
 
 #include "flyops/attention.h"
@@ -62,11 +68,11 @@ inline bool measured_faster(const AttnParams& p) {
   if (p.dtype != DType::kBFloat16 || p.Lk != p.Lq || p.H != p.Hkv) return false;
   const int64_t L = p.Lq;
   if (p.lse != nullptr) {  // training
-    if (p.D == 64) return !p.causal && L >= 2048;
+    if (p.D == 64) return L >= (p.causal ? 16384 : 2048);
     if (p.D == 128) return p.causal && L >= 16384;
     return p.causal ? L >= 4096 : (L >= 1024 && L <= 2048) || L >= 8192;
   }
-  if (p.D == 64) return L >= (p.causal ? 16384 : 2048);
+  if (p.D == 64) return L >= (p.causal ? 8192 : 2048);
   if (p.D == 128) return L >= (p.causal ? 4096 : 16384);
   return L >= (p.causal ? 2048 : 1024);
 }

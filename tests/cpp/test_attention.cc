@@ -57,8 +57,8 @@ TEST(AttentionRouter, ForcedAndTable) {
   p.causal = true;
   EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
   // Training (the lse kept): only where a whole step measured ahead behind our forward: D =
-  // 128 causal at 16384; D = 64 non-causal from 2048; D = 256 non-causal at 1024-2048 and from
-  // 8192, causal from 4096.
+  // 128 causal at 16384; D = 64 non-causal from 2048 and causal at 16384; D = 256 non-causal at
+  // 1024-2048 and from 8192, causal from 4096.
   static float lse_stand_in;
   const auto training = [&](AttnParams t) {
     t.lse = &lse_stand_in;
@@ -75,7 +75,9 @@ TEST(AttentionRouter, ForcedAndTable) {
   EXPECT_FALSE(training(params(32, 32, 1024, 1024, 64)));
   t = params(32, 32, 16384, 16384, 64);
   t.causal = true;
-  EXPECT_FALSE(training(t));  // D = 64 causal: not measured ahead in training
+  EXPECT_TRUE(training(t));  // D = 64 causal: the step measured ahead at 16384 only
+  t.Lq = t.Lk = 8192;
+  EXPECT_FALSE(training(t));
   EXPECT_TRUE(training(params(8, 8, 1024, 1024, 256)));
   EXPECT_TRUE(training(params(8, 8, 2048, 2048, 256)));
   EXPECT_FALSE(training(params(8, 8, 4096, 4096, 256)));  // the step measured even
@@ -97,11 +99,11 @@ TEST(AttentionRouter, ForcedAndTable) {
   EXPECT_FALSE(attention_choose(params(16, 16, 8192, 8192, 128), kH200).flyops);
   EXPECT_TRUE(attention_choose(params(32, 32, 2048, 2048, 64), kH200).flyops);
   EXPECT_FALSE(attention_choose(params(32, 32, 1024, 1024, 64), kH200).flyops);
-  // Causal inference at D = 64: only at 16384.
-  t = params(32, 32, 8192, 8192, 64);
+  // Causal inference at D = 64: from 8192.
+  t = params(32, 32, 4096, 4096, 64);
   t.causal = true;
   EXPECT_FALSE(attention_choose(t, kH200).flyops);
-  t.Lq = t.Lk = 16384;
+  t.Lq = t.Lk = 8192;
   EXPECT_TRUE(attention_choose(t, kH200).flyops);
   p.causal = false;
   attention_force(1);
