@@ -48,6 +48,9 @@ struct Case {
   bool want_lse = true;
   bool bwd = true;       // also the backward (from this forward's O and LSE)
   bool det = false;      // the backward in deterministic mode, run twice: dQ's bits must agree
+  bool ramp = false;     // key j scaled by 1 + 6 (Lk - 1 - j) / Lk ([B, H, L, D] only): the walk
+                         // (last block first) meets ever larger scores, so the rows' maxima move
+                         // by more than 2^8 many times (forward v12's lazy rescale)
 };
 
 std::mt19937_64 g_rng;
@@ -190,7 +193,11 @@ void run(const Case& c) {
   std::normal_distribution<float> nd;
   std::vector<uint16_t> hq(nq), hk(nk), hv(nk);
   for (auto& x : hq) x = to_bits(nd(g_rng), c.fp16);
-  for (auto& x : hk) x = to_bits(nd(g_rng), c.fp16);
+  for (int64_t i = 0; i < nk; ++i) {
+    const int64_t j = (i / c.D) % c.Lk;  // the key's index in the [B, H, L, D] layout
+    const float r = c.ramp ? 1.f + 6.f * static_cast<float>(c.Lk - 1 - j) / static_cast<float>(c.Lk) : 1.f;
+    hk[i] = to_bits(r * nd(g_rng), c.fp16);
+  }
   for (auto& x : hv) x = to_bits(nd(g_rng), c.fp16);
   uint16_t *dq, *dk, *dv, *dout;
   float* dlse;
@@ -217,9 +224,10 @@ void run(const Case& c) {
   p.causal = c.causal != 0;
   p.causal_offset = c.causal == 2 ? c.Lk - c.Lq : 0;
   char name[160];
-  std::snprintf(name, sizeof(name), "%s B%lld H%lld/%lld Lq%lld Lk%lld%s%s%s", attention_kernel_name(p),
+  std::snprintf(name, sizeof(name), "%s B%lld H%lld/%lld Lq%lld Lk%lld%s%s%s%s", attention_kernel_name(p),
                 (long long)c.B, (long long)c.H, (long long)c.Hkv, (long long)c.Lq, (long long)c.Lk,
-                c.causal == 2 ? " bottom-right" : "", c.blhd ? " blhd" : "", c.want_lse ? "" : " no-lse");
+                c.causal == 2 ? " bottom-right" : "", c.blhd ? " blhd" : "", c.want_lse ? "" : " no-lse",
+                c.ramp ? " ramp" : "");
   const Support sup = attention_supports(p, device_info(0));
   if (!sup.ok) {
     std::printf("FAILED %s: unsupported (%s)\n", name, sup.reason);
@@ -426,6 +434,15 @@ int main(int argc, char** argv) {
   run({3, 50, 50, 2, 300, 128, false, 0});
   run({1, 150, 10, 5, 1000, 64, false, 0, true});
   run({1, 34, 2, 600, 700, 64, false, 0, false, true, false});  // 192-row query blocks
+  // Scores that grow along the walk, so rows' maxima move after the first block: the lazy
+  // rescale's configs (D = 256; D = 64 causal from 4096 keys, three warpgroups) and one
+  // that rescales every block (D = 128).
+  for (const Case& r : {Case{1, 2, 2, 300, 1000, 256, false, 0}, Case{1, 2, 2, 300, 1000, 256, false, 1},
+                        Case{1, 2, 1, 200, 4096, 64, false, 2}, Case{1, 2, 2, 300, 1000, 128, false, 0}}) {
+    Case c = r;
+    c.ramp = true;
+    if (!sanitize || c.Lk < 4096) run(c);
+  }
   if (!sanitize) {
     // Non-causal from 4096 keys, a partial last block, grouped heads, the transposed layout:
     // bf16 takes the wide key blocks (192 at D = 64, 176 at D = 128), fp16 the 128-key ones
