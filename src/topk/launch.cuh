@@ -80,15 +80,12 @@ struct Launcher {
   static Status group(const TopkParams& p, const TopkPlan& plan) {
     if (p.n > kGroupMaxN || p.k > kGroupMaxK) return Status::kUnsupported;
     GroupShape s = group_shape(p.n, p.rows, plan.group_threads);
-    if constexpr (kLongRuns) {
-      if (group_long_run(s)) {
-        if (group_vec(p)) return group_ge<2, 32>(p, plan.group_threshold);
-        s = group_shape(p.n, p.rows);
-      }
-    } else if (group_long_run(s)) {
-      s = group_shape(p.n, p.rows);
-    }
     const int thr = plan.group_threshold;
+    if (group_long_run(s)) {
+      if constexpr (kLongRuns)
+        if (group_vec(p)) return group_ge<2, 32>(p, thr);
+      s = group_shape(p.n, p.rows);  // not instantiated for these rows: the rule's shape
+    }
     if (s.g == 32) return group_ge<32, 8>(p, thr);
     if (s.g == 1) return group_ge<1, 8>(p, thr);
     if (s.g == 2) return group_ge<2, 8>(p, thr);
