@@ -1,10 +1,14 @@
-// Phase times of one CTA for tuning: build with -DFLYOPS_TOPK_TRACE=1 and thread 0 of the
-// grid's first CTA prints the %globaltimer ticks (ns) from its start to each mark. Compiles
-// to nothing otherwise.
+// Phase times of CTAs for tuning: build with -DFLYOPS_TOPK_TRACE=1 and thread 0 of each of
+// the grid's first FLYOPS_TOPK_TRACE_CTAS CTAs (default 1; 16 shows a cluster's skew) prints
+// its start (%globaltimer, ns, modulo 10^6: one time base for all SMs) and the ticks from it
+// to each mark. Compiles to nothing otherwise.
 #pragma once
 
 #ifndef FLYOPS_TOPK_TRACE
 #define FLYOPS_TOPK_TRACE 0
+#endif
+#ifndef FLYOPS_TOPK_TRACE_CTAS
+#define FLYOPS_TOPK_TRACE_CTAS 1
 #endif
 
 #if defined(__CUDACC__)
@@ -18,18 +22,22 @@ namespace flyops::topk {
 
 struct PhaseTrace {
 #if FLYOPS_TOPK_TRACE
-  unsigned long long t[24];
+  unsigned long long t[25];
   int n = 0;
   FLYOPS_DEVICE void mark() {
     const unsigned long long now = tile::globaltimer_ns();
-    if (n < 24) t[n++] = now;
+    if (n < 25) t[n++] = now;
   }
-  // `label` and its two numbers first, then the times.
+  // `label` and its two numbers first, then the times: one printf, so that CTAs' lines do
+  // not interleave (marks past 24 are dropped, unused ones print as 0).
   FLYOPS_DEVICE void dump(const char* label, long long a, long long b) const {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    printf("topk trace %s %lld %lld:", label, a, b);
-    for (int i = 1; i < n; ++i) printf(" %llu", t[i] - t[0]);
-    printf("\n");
+    if (blockIdx.x >= FLYOPS_TOPK_TRACE_CTAS || threadIdx.x != 0) return;
+    unsigned long long d[24];
+    for (int i = 0; i < 24; ++i) d[i] = i + 1 < n ? t[i + 1] - t[0] : 0;
+    printf("topk trace %s %lld %lld cta %u start %llu: %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
+           "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+           label, a, b, blockIdx.x, t[0] % 1000000ull, d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10],
+           d[11], d[12], d[13], d[14], d[15], d[16], d[17], d[18], d[19], d[20], d[21], d[22], d[23]);
   }
 #else
   FLYOPS_DEVICE void mark() {}

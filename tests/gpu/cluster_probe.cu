@@ -16,7 +16,7 @@
 // Prints ns per round as CTA 0 sees it (%globaltimer), for clusters of 8 and 16. It is a
 // probe, not a test: it answers "what does one exchange cost" in a second of device time.
 //
-//   flyops_cluster_probe [rounds]
+//   flyops_cluster_probe [rounds] [bins a CTA adds per round, default 40]
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -33,7 +33,7 @@ using namespace flyops::tile;
 
 constexpr int kThreads = 256;
 constexpr int kBins = 2048;
-constexpr int kSent = 40;  // bins each CTA adds into rank 0 per round (a random row's share)
+constexpr int kSentDefault = 40;  // bins each CTA adds into rank 0 per round (a random row's share)
 
 enum Proto {
   kBarrier = 0,
@@ -55,7 +55,7 @@ const char* const kNames[] = {"barrier",
                               "release hand-off alone",
                               "rank 0's selection alone"};
 
-__global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, uint32_t* check) {
+__global__ void exchange_kernel(int proto, int rounds, int sent, unsigned long long* ns, uint32_t* check) {
   __shared__ uint32_t bins[kBins];
   __shared__ __align__(16) uint32_t bcast[4];
   __shared__ uint64_t in_bar, sel_bar;
@@ -88,16 +88,16 @@ __global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, u
       if (tid == 0) mbarrier_arrive_cluster(&in_bar, 0);
       if (rank == 0) mbarrier_wait_cluster(&in_bar, parity);
     } else {
-      // Publish: kSent bins of this CTA into rank 0's.
+      // Publish: `sent` bins of this CTA into rank 0's (up to kThreads).
       const uint32_t b = (static_cast<uint32_t>(tid) * 37u + rank * 11u + r) % kBins;
-      if (tid < kSent) {
+      if (tid < sent) {
         if (async_in)
           peer_red_add_async(peer_addr(&bins[b], 0), 1u, in_bar0);
         else
           peer_red_add(peer_addr(&bins[b], 0), 1u);
       }
       if (async_in) {
-        if (tid == 0) mbarrier_arrive_expect_tx_peer(in_bar0, kSent * 4u);
+        if (tid == 0) mbarrier_arrive_expect_tx_peer(in_bar0, sent * 4u);
         if (rank == 0) mbarrier_wait(&in_bar, parity);
       } else {
         cluster_sync();
@@ -153,6 +153,9 @@ __global__ void exchange_kernel(int proto, int rounds, unsigned long long* ns, u
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 400;
+  int sent = argc > 2 ? std::atoi(argv[2]) : kSentDefault;
+  sent = sent < 1 ? 1 : sent > kThreads ? kThreads : sent;
+  std::printf("%d bins a CTA a round\n", sent);
   unsigned long long* d_ns;
   uint32_t* d_check;
   CHECK_CUDA(cudaMalloc(&d_ns, sizeof(*d_ns)));
@@ -164,7 +167,7 @@ int main(int argc, char** argv) {
       uint32_t check = 0;
       for (int rep = 0; rep < 5; ++rep) {
         CHECK_CUDA(cudaMemset(d_check, 0, sizeof(*d_check)));
-        CHECK_CUDA(launch_cluster(&exchange_kernel, dim3(cluster), dim3(kThreads), 0, nullptr, cluster, proto, rounds,
+        CHECK_CUDA(launch_cluster(&exchange_kernel, dim3(cluster), dim3(kThreads), 0, nullptr, cluster, proto, rounds, sent,
                                   d_ns, d_check));
         CHECK_CUDA(cudaDeviceSynchronize());
         unsigned long long ns;
@@ -172,9 +175,9 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaMemcpy(&check, d_check, sizeof(check), cudaMemcpyDeviceToHost));
         if (ns < best) best = ns;
       }
-      // Every CTA saw every round's selection: the bins' total is cluster x kSent per round.
+      // Every CTA saw every round's selection: the bins' total is cluster x sent per round.
       const bool counts = proto >= kBarrierOnly ||
-                          check == static_cast<uint32_t>(cluster) * cluster * kSent * rounds;
+                          check == static_cast<uint32_t>(cluster) * cluster * sent * rounds;
       std::printf("cluster %2d  %-24s %7.1f ns a round%s\n", cluster, kNames[proto], double(best) / rounds,
                   counts ? "" : "  (COUNTS WRONG)");
     }
