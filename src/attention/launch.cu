@@ -35,6 +35,20 @@ Support fail(const char* r) { return Support{false, r}; }
 // (the most that fits two stages of both rings beside Q: 0.95-0.97x from 1024 keys); else
 // 128. Non-causal D = 64 and 128 take the configs
 // without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
+// A non-causal config whose first block (the last along the keys) is only as wide as its
+// keys need (Config::kFirstWidth): the narrowest generated wgmma width that covers them.
+template <int kD, int kBN, typename F>
+auto with_first_width(int64_t Lk, F&& f) {
+  using attention::Config;
+  const int64_t keys = Lk - (Lk - 1) / kBN * kBN;  // 1 .. kBN
+  if (keys <= 16) return f(Config<kD, kBN, false, 2, 16>{});
+  if (keys <= 32) return f(Config<kD, kBN, false, 2, 32>{});
+  if (keys <= 64) return f(Config<kD, kBN, false, 2, 64>{});
+  if (keys <= 80) return f(Config<kD, kBN, false, 2, 80>{});
+  if (keys <= 128) return f(Config<kD, kBN, false, 2, 128>{});
+  return f(Config<kD, kBN, false>{});
+}
+
 template <typename T, typename F>
 auto with_config_of(const AttnParams& p, F&& f) {
   using attention::Config;
@@ -52,7 +66,10 @@ auto with_config_of(const AttnParams& p, F&& f) {
       return f(Config<64, 128, false>{}, T{});
     case 128:
       if constexpr (kWide128)
-        if (long_keys) return p.causal ? f(Config<128, 176, true>{}, T{}) : f(Config<128, 176, false>{}, T{});
+        if (long_keys) {
+          if (p.causal) return f(Config<128, 176, true>{}, T{});
+          return with_first_width<128, 176>(p.Lk, [&](auto cfg) { return f(cfg, T{}); });
+        }
       if (p.causal) return f(Config<128, 128, true>{}, T{});
       return f(Config<128, 128, false>{}, T{});
     default: return f(Config<256, 80, true>{}, T{});  // the mask-free form measured 1.01-1.04x slower here

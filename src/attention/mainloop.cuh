@@ -93,12 +93,25 @@ FLYOPS_DEVICE void issue_qk(float (&s)[Cfg::kBN / 2], const Smem<Cfg>& sm, int q
   tile::wgmma_commit();
 }
 
-// O (+)= P V (issued, not waited for); `accumulate` false on the first block.
+// The first block's S at Cfg::kFirstWidth columns (traits.h), issued: into its own
+// registers, since wgmmas of two widths on one accumulator serialize; the columns past it
+// are masked by the softmax.
 template <typename Cfg, typename T>
+FLYOPS_DEVICE void issue_qk_first(float (&s)[Cfg::kFirstWidth / 2], const Smem<Cfg>& sm, int qbuf, int stage, int wg) {
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kD / 16; ++kk)
+    tile::wgmma_m64k16<T, Cfg::kFirstWidth>(s, kmajor_desc<Cfg::kBM>(sm.q(qbuf), 64 * wg, kk),
+                                            kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
+  tile::wgmma_commit();
+}
+
+// O (+)= P V (issued, not waited for); `accumulate` false on the first block. kSteps: the
+// k16 steps that run (the first block's P is zero past kFirstWidth).
+template <typename Cfg, typename T, int kSteps = Cfg::kBN / 16>
 FLYOPS_DEVICE void issue_pv(float (&o)[Cfg::kD / 2], uint32_t (&p)[Cfg::kBN / 16][4], const Smem<Cfg>& sm, int stage,
                             bool accumulate) {
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kBN / 16; ++kk)
+  for (int kk = 0; kk < kSteps; ++kk)
     tile::wgmma_m64k16_rs<T, Cfg::kD, 1>(o, p[kk], value_desc<Cfg::kBN>(sm.v(stage), kk), accumulate || kk > 0);
   tile::wgmma_commit();
 }
@@ -134,16 +147,30 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   float s[kBN / 2];
   uint32_t p[kBN / 16][4];
   float alpha[2];
+  constexpr bool kNarrow = Cfg::kFirstWidth < kBN;
+  if constexpr (kNarrow)  // defined before the peeled step's P V (else ptxas serializes it)
+#pragma unroll
+    for (float& v : o) v = 0.f;
   tile::mbarrier_wait(q_bar, q_phase);
   int j = blocks - 1;
   // The first block: S, softmax, P; no P V before it.
   kring.consumer_wait(sk);
   turns.wait();
   tile::wgmma_fence();
-  issue_qk<Cfg, T>(s, sm, qbuf, sk.stage, wg);
-  turns.pass(false);
-  tile::wgmma_wait<0>();
-  tile::fence_operands(s);
+  if constexpr (kNarrow) {
+    float sf[Cfg::kFirstWidth / 2];
+    issue_qk_first<Cfg, T>(sf, sm, qbuf, sk.stage, wg);
+    turns.pass(false);
+    tile::wgmma_wait<0>();
+    tile::fence_operands(sf);
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) s[i] = i < Cfg::kFirstWidth / 2 ? sf[i] : 0.f;  // masked past the width
+  } else {
+    issue_qk<Cfg, T>(s, sm, qbuf, sk.stage, wg);
+    turns.pass(false);
+    tile::wgmma_wait<0>();
+    tile::fence_operands(s);
+  }
   release(kring, sk);
   sk.advance();
   softmax(s, alpha, j);
@@ -151,13 +178,14 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   bool accumulate = false;
   // One block past the first: S_j with P V of the block before. mask_tag true: the block may
   // need the mask (decided at run time); false: no mask code at all.
-  auto step = [&](int jb, auto mask_tag) {
+  // kPvSteps: the k16 steps of the block before's P V (fewer after a narrow first block).
+  auto step = [&](int jb, auto mask_tag, auto pv_steps) {
     kring.consumer_wait(sk);
     vring.consumer_wait(sv);
     turns.wait();
     tile::wgmma_fence();
     issue_qk<Cfg, T>(s, sm, qbuf, sk.stage, wg);
-    issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
+    issue_pv<Cfg, T, decltype(pv_steps)::value>(o, p, sm, sv.stage, accumulate);
     turns.pass(false);
     tile::fence_operands(o);
     tile::wgmma_wait<1>();  // S_j has landed; P V may still run
@@ -180,14 +208,18 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   // Past the first block only the causal diagonal needs the mask, and its blocks come first
   // (the walk runs down the keys), so they take their own loop and the rest a loop without
   // the mask's code, which is what keeps the wide blocks' registers (forward v5).
+  using Full = std::integral_constant<int, kBN / 16>;
+  using FirstSteps = std::integral_constant<int, Cfg::kFirstWidth / 16>;
   --j;
+  if constexpr (kNarrow)  // the second block carries the narrow first's P V (no mask: non-causal)
+    if (j >= 0) step(j--, std::false_type{}, FirstSteps{});
   if constexpr (Cfg::kCausal)
-    for (; j >= 0 && masked(j); --j) step(j, std::true_type{});
-  for (; j >= 0; --j) step(j, std::false_type{});
+    for (; j >= 0 && masked(j); --j) step(j, std::true_type{}, Full{});
+  for (; j >= 0; --j) step(j, std::false_type{}, Full{});
   vring.consumer_wait(sv);
   turns.wait();
   tile::wgmma_fence();
-  issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);
+  issue_pv<Cfg, T>(o, p, sm, sv.stage, accumulate);  // a lone narrow block's too: its P is zero past the width
   turns.pass(true);
   tile::wgmma_wait<0>();
   tile::fence_operands(o);

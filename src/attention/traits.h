@@ -23,7 +23,7 @@ inline constexpr int kStoreRows = 16;  // rows of an output TMA store box: one c
 // needs the mask (only the first visited, the last along the keys, can pass Lk) and the
 // kernel has no masked loop (mainloop.cuh): with one, the 176- and 192-key blocks spill.
 // launch.cu's with_config picks the Config.
-template <int kD_, int kBN_, bool kCausal_, int kConsumers_ = kConsumers>
+template <int kD_, int kBN_, bool kCausal_, int kConsumers_ = kConsumers, int kFirstWidth_ = kBN_>
 struct Config {
   static constexpr int kD = kD_;
   static constexpr bool kCausal = kCausal_;
@@ -35,6 +35,11 @@ struct Config {
   static constexpr int kBM = 64 * kConsumers;
   // Registers per consumer thread: O takes kD / 2, S kBN / 2, P kBN / 4.
   static constexpr int kBN = kBN_;
+  // The first block visited, the last along the keys, holds Lk - (blocks - 1) kBN keys; a
+  // non-causal launch knows that count, and kFirstWidth < kBN (a generated wgmma width, a
+  // multiple of 16 that covers it) makes that block's S and P V only that wide, so e.g.
+  // 4096 keys in 176-key blocks spend 64 columns, not 176, on the last 48 (mainloop.cuh).
+  static constexpr int kFirstWidth = kFirstWidth_;
   static constexpr int kStages = 2;
   // The consumer warpgroups take turns issuing their products (mainloop.cuh): measured
   // 0.95-0.97x time at D = 256 and on causal D = 128, even on full D = 128, 1.02-1.03x at 64.
@@ -56,6 +61,8 @@ struct Config {
   static constexpr uint32_t kKVBytes = kBN * kD * 2;  // one key or value block
   static constexpr int kSmemBytes = kQBuffers * kQBytes + 2 * kStages * kKVBytes + 1024;  // + the 1024-byte alignment
   static_assert(kD % kSpanElems == 0 && kBN % 16 == 0, "whole spans, whole k16 steps");
+  static_assert(kFirstWidth % 16 == 0 && kFirstWidth <= kBN && (kFirstWidth == kBN || !kCausal),
+                "a narrow first block only where every tile's is the same (non-causal)");
   static_assert(kSmemBytes <= 227 * 1024, "fits the opt-in shared memory of sm_90");
 };
 

@@ -443,6 +443,19 @@ int main(int argc, char** argv) {
     c.ramp = true;
     if (!sanitize || c.Lk < 4096) run(c);
   }
+  // D = 128 non-causal bf16 from 4096 keys: the first block visited (the last along the
+  // keys) runs only as wide as its keys (Config::kFirstWidth): 5 keys in a 16-wide block,
+  // 30 in 32, 70 in 80, 16 in 16 with scores growing along the walk, and a whole last block.
+  run({1, 2, 2, 64, 4229, 128, false, 0, false, true, false});
+  if (!sanitize) {
+    run({1, 2, 2, 200, 4229, 128, false, 0});
+    run({1, 3, 3, 130, 4254, 128, false, 0, true, true, false});
+    run({1, 2, 1, 150, 4294, 128, false, 0, false, true, false});
+    run({1, 2, 2, 64, 4224, 128, false, 0, false, true, false});
+    Case ramp{1, 2, 2, 100, 4240, 128, false, 0};
+    ramp.ramp = true;
+    run(ramp);
+  }
   if (!sanitize) {
     // Non-causal from 4096 keys, a partial last block, grouped heads, the transposed layout:
     // bf16 takes the wide key blocks (192 at D = 64, 176 at D = 128), fp16 the 128-key ones
