@@ -189,8 +189,13 @@ def summarize(result):
                         "speedup_vs_fa2": round(common.geomean([c["speedup_vs_fa2"] for c in cs]), 3),
                         "flash_routed_vs_fa2": round(common.geomean([c["flash_routed_vs_fa2"] for c in cs]), 3)}
                     for p, cs in by.items() if cs},
-        "tflops_d128_long_full": {c["params"]["L"]: c["flyops_tflops"] for c in by.get("fwd", [])
+        # the 650 TFLOP/s: our kernel (forced past the router), and through the router
+        # (which may send the shape to stock: then it is stock's figure)
+        "tflops_d128_long_full": {c["params"]["L"]: c["forced_tflops"] for c in by.get("fwd", [])
                                   if c["params"]["D"] == 128 and not c["params"]["causal"] and c["params"]["L"] >= 4096},
+        "tflops_d128_long_full_router": {c["params"]["L"]: c["flyops_tflops"] for c in by.get("fwd", [])
+                                         if c["params"]["D"] == 128 and not c["params"]["causal"]
+                                         and c["params"]["L"] >= 4096},
         "routed_to_flyops": sum(c["routed"] == "flyops" for c in cases),
         "cases": len(cases),
         # routed to flyops and slower than stock (the cases the router leaves to stock time
@@ -209,7 +214,8 @@ def summary(result):
         lines.append(f"  {p}: router {d['speedup']}x, forced {d['forced_speedup']}x over stock; "
                      f"vs FA2 {d['speedup_vs_fa2']}x (forced {d['forced_vs_fa2']}x); flash backend through the "
                      f"router vs FA2 {d['flash_routed_vs_fa2']}x")
-    lines.append(f"  fwd TFLOP/s at D=128, full, L >= 4096: {s['tflops_d128_long_full']}")
+    lines.append(f"  fwd TFLOP/s at D=128, full, L >= 4096: flyops forced {s['tflops_d128_long_full']}, "
+                 f"through the router {s.get('tflops_d128_long_full_router')}")
     lines.append(f"  routed to flyops and below 1x: {s['routed_below_1x']}; flash backend below FA2: "
                  f"{s['flash_routed_below_1x']}")
     lines.append(f"  errors above 2x stock's: {s['error_outliers']}")
