@@ -43,6 +43,10 @@
 // 16384 1.131-1.157x; the step behind it at 16384 1.022 / 1.026 / 1.026x, at 8192 1.014 /
 // 1.001 / 1.010x (too close); at 4096 the forward 0.987-0.989x. So the training forward
 // from 16384 and inference from 8192.
+// D = 128 non-causal inference at 8192: forced 1.058x and 1.071x of cuDNN in the last two
+// records' fwd_infer (e96ca5c, c170850: 671 / 679 against 634 TFLOP/s), before forward v13
+// narrowed the first key block (0.985x time there in the twenty-fifth session's A/B); so
+// inference from 8192 (was 16384).
 #pragma once
 
 #include "flyops/attention.h"
@@ -73,7 +77,7 @@ inline bool measured_faster(const AttnParams& p) {
     return p.causal ? L >= 4096 : (L >= 1024 && L <= 2048) || L >= 8192;
   }
   if (p.D == 64) return L >= (p.causal ? 8192 : 2048);
-  if (p.D == 128) return L >= (p.causal ? 4096 : 16384);
+  if (p.D == 128) return L >= (p.causal ? 4096 : 8192);
   return L >= (p.causal ? 2048 : 1024);
 }
 

@@ -91,12 +91,13 @@ TEST(AttentionRouter, ForcedAndTable) {
   gqa.Hkv = 4;
   EXPECT_FALSE(attention_choose(gqa, kH200).flyops);  // not measured
   EXPECT_FALSE(attention_choose(params(16, 16, 2048, 2048, 128), kH200).flyops);
-  // Non-causal inference: D = 128 at 16384, D = 64 from 2048, D = 256 from 1024.
+  // Non-causal inference: D = 128 from 8192, D = 64 from 2048, D = 256 from 1024.
   EXPECT_TRUE(attention_choose(params(8, 8, 8192, 8192, 256), kH200).flyops);
   EXPECT_TRUE(attention_choose(params(8, 8, 1024, 1024, 256), kH200).flyops);
   EXPECT_FALSE(attention_choose(params(8, 8, 512, 512, 256), kH200).flyops);
   EXPECT_TRUE(attention_choose(params(16, 16, 16384, 16384, 128), kH200).flyops);
-  EXPECT_FALSE(attention_choose(params(16, 16, 8192, 8192, 128), kH200).flyops);
+  EXPECT_TRUE(attention_choose(params(16, 16, 8192, 8192, 128), kH200).flyops);
+  EXPECT_FALSE(attention_choose(params(16, 16, 4096, 4096, 128), kH200).flyops);
   EXPECT_TRUE(attention_choose(params(32, 32, 2048, 2048, 64), kH200).flyops);
   EXPECT_FALSE(attention_choose(params(32, 32, 1024, 1024, 64), kH200).flyops);
   // Causal inference at D = 64: from 8192.
