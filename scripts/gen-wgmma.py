@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes include/flyops/tile/wgmma_ops.h: the wgmma.mma_async wrappers (SS form, fp32
-accumulators) for bf16 and fp16 at m64 x N x k16, N in {16, 32, 64, 80, 128, 176, 192, 256}, and the RS form
+accumulators) for bf16 and fp16 at m64 x N x k16, N in {16, 32, 64, 80, 96, 128, 160, 176, 192, 256}, and the RS form
 (A from registers) at N in {64, 128, 256}. The operand lists are
 long and regular, so they are generated rather than typed."""
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NS = (16, 32, 64, 80, 128, 176, 192, 256)  # 80 and 176: attention's key blocks (Q K^T); 32: the D = 256 backward's S^T slabs
+NS = (16, 32, 64, 80, 96, 128, 160, 176, 192, 256)  # 80, 160 and 176: attention's key blocks (Q K^T), 16-128 their
+# narrow first blocks; 32: the D = 256 backward's S^T slabs
 NS_RS = (64, 128, 256)  # attention's P @ V: N is the head dim
 TYPES = (("bf16", "bf16"), ("f16", "fp16"))
 

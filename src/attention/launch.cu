@@ -33,7 +33,9 @@ Support fail(const char* r) { return Support{false, r}; }
 // 192-key blocks on two; non-causal rows take them from 512 queries and keys, v9:
 // 0.88-0.97x, causal ones only from 4096 keys: 1.02-1.15x slower below); 80 at D = 256
 // (the most that fits two stages of both rings beside Q: 0.95-0.97x from 1024 keys); else
-// 128. Non-causal D = 64 and 128 take the configs
+// 128; bf16 D = 128 non-causal at 4096-8191 keys 160-key blocks on the persistent walk (v14:
+// 0.99x of the 176-key ones there, 1.01-1.02x slower from 8192, v11), and non-causal long
+// rows a first block only as wide as its keys (v13). Non-causal D = 64 and 128 take the configs
 // without the mask's code (kCausal false) at every length: 0.97-0.99x below 4096 keys.
 // A non-causal config whose first block (the last along the keys) is only as wide as its
 // keys need (Config::kFirstWidth): the narrowest generated wgmma width that covers them.
@@ -45,6 +47,7 @@ auto with_first_width(int64_t Lk, F&& f) {
   if (keys <= 32) return f(Config<kD, kBN, false, 2, 32>{});
   if (keys <= 64) return f(Config<kD, kBN, false, 2, 64>{});
   if (keys <= 80) return f(Config<kD, kBN, false, 2, 80>{});
+  if (keys <= 96) return f(Config<kD, kBN, false, 2, 96>{});
   if (keys <= 128) return f(Config<kD, kBN, false, 2, 128>{});
   return f(Config<kD, kBN, false>{});
 }
@@ -68,6 +71,8 @@ auto with_config_of(const AttnParams& p, F&& f) {
       if constexpr (kWide128)
         if (long_keys) {
           if (p.causal) return f(Config<128, 176, true>{}, T{});
+          if (p.Lk < 8192)  // 160-key blocks on the persistent walk
+            return with_first_width<128, 160>(p.Lk, [&](auto cfg) { return f(cfg, T{}); });
           return with_first_width<128, 176>(p.Lk, [&](auto cfg) { return f(cfg, T{}); });
         }
       if (p.causal) return f(Config<128, 128, true>{}, T{});

@@ -48,8 +48,9 @@ struct Config {
   // D = 64 and D = 128's 128-key blocks, with two Q buffers, so that the next tile's Q loads
   // while this one's output is staged in and stored from the other. Equal tiles end evenly
   // under a static walk (causal rows did not: v3); the 176-key blocks leave no room for a
-  // second Q buffer, and 160-key ones on the walk measured slower from 8192 keys (v11).
-  static constexpr bool kPersistent = !kCausal && ((kD == 128 && kBN == 128) || kD == 64);
+  // second Q buffer, so 160-key ones walk at 4096-8191 keys (v14; v11 measured them slower
+  // from 8192, where the 176-key blocks stay).
+  static constexpr bool kPersistent = !kCausal && ((kD == 128 && kBN != 176) || kD == 64);
   static constexpr int kQBuffers = kPersistent ? 2 : 1;
   // O rescaled only when a row's maximum moves past 2^8 (softmax.cuh, forward v12): 0.988-
   // 0.994x time at D = 256 and 0.953-0.960x on the causal three-warpgroup tile at D = 64, but

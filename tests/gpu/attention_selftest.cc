@@ -407,6 +407,7 @@ int main(int argc, char** argv) {
       // Over twice 132 tiles: the persistent CTAs wait for their first Q buffer to be free.
       if (D != 256) run({1, 265, 5, 1, 130, D, false, 0, false, true, false});
     }
+    run({1, 140, 4, 3, 4170, 128, false, 0, false, true, false});  // the walk on 160-key blocks, a 16-wide first
     std::printf("attention selftest: %d of %d cases passed\n", g_cases - g_fail, g_cases);
     return g_fail == 0 ? 0 : 1;
   }
@@ -443,18 +444,23 @@ int main(int argc, char** argv) {
     c.ramp = true;
     if (!sanitize || c.Lk < 4096) run(c);
   }
-  // D = 128 non-causal bf16 from 4096 keys: the first block visited (the last along the
-  // keys) runs only as wide as its keys (Config::kFirstWidth): 5 keys in a 16-wide block,
-  // 30 in 32, 70 in 80, 16 in 16 with scores growing along the walk, and a whole last block.
+  // D = 128 non-causal bf16 from 4096 keys (160-key blocks on the persistent walk below 8192,
+  // 176-key ones from there): the first block visited (the last along the keys) runs only as
+  // wide as its keys (Config::kFirstWidth). 160: 69 keys in an 80-wide block, 10 in 16, 94 in
+  // 96, 134 in the whole block, 64 in 64, 80 with scores growing along the walk; 176: 101 in
+  // 128, 28 in 32.
   run({1, 2, 2, 64, 4229, 128, false, 0, false, true, false});
   if (!sanitize) {
     run({1, 2, 2, 200, 4229, 128, false, 0});
+    run({1, 2, 2, 70, 4170, 128, false, 0, false, true, false});
     run({1, 3, 3, 130, 4254, 128, false, 0, true, true, false});
     run({1, 2, 1, 150, 4294, 128, false, 0, false, true, false});
     run({1, 2, 2, 64, 4224, 128, false, 0, false, true, false});
     Case ramp{1, 2, 2, 100, 4240, 128, false, 0};
     ramp.ramp = true;
     run(ramp);
+    run({1, 2, 2, 64, 8197, 128, false, 0, false, true, false});
+    run({1, 2, 1, 100, 8300, 128, false, 0, true, true, false});
   }
   if (!sanitize) {
     // Non-causal from 4096 keys, a partial last block, grouped heads, the transposed layout:
