@@ -46,7 +46,11 @@
 // D = 128 non-causal inference at 8192: forced 1.058x and 1.071x of cuDNN in the last two
 // records' fwd_infer (e96ca5c, c170850: 671 / 679 against 634 TFLOP/s), before forward v13
 // narrowed the first key block (0.985x time there in the twenty-fifth session's A/B); so
-// inference from 8192 (was 16384).
+// inference from 8192 (was 16384). Training, after v13 / v14 (twenty-fifth session, the step
+// probe twice, our forward in front of stock's backward against stock's pair, D = 128
+// non-causal): step 1.018 / 1.029x at 4096 (forward 1.012 / 1.000x; the bench's 1.02x),
+// 1.001 / 1.014x at 8192 (forward 1.05-1.10x; too close), 1.030 / 1.030x at 16384 (forward
+// 1.085x): so the training forward at 4096-8191 and from 16384.
 #pragma once
 
 #include "flyops/attention.h"
@@ -73,7 +77,7 @@ inline bool measured_faster(const AttnParams& p) {
   const int64_t L = p.Lq;
   if (p.lse != nullptr) {  // training
     if (p.D == 64) return L >= (p.causal ? 16384 : 2048);
-    if (p.D == 128) return p.causal && L >= 16384;
+    if (p.D == 128) return p.causal ? L >= 16384 : (L >= 4096 && L < 8192) || L >= 16384;
     return p.causal ? L >= 4096 : (L >= 1024 && L <= 2048) || L >= 8192;
   }
   if (p.D == 64) return L >= (p.causal ? 8192 : 2048);

@@ -57,7 +57,7 @@ TEST(AttentionRouter, ForcedAndTable) {
   p.causal = true;
   EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
   // Training (the lse kept): only where a whole step measured ahead behind our forward: D =
-  // 128 causal at 16384; D = 64 non-causal from 2048 and causal at 16384; D = 256 non-causal at
+  // 128 causal at 16384, non-causal at 4096-8191 and from 16384; D = 64 non-causal from 2048 and causal at 16384; D = 256 non-causal at
   // 1024-2048 and from 8192, causal from 4096.
   static float lse_stand_in;
   const auto training = [&](AttnParams t) {
@@ -66,10 +66,12 @@ TEST(AttentionRouter, ForcedAndTable) {
   };
   EXPECT_FALSE(training(p));
   AttnParams t = params(16, 16, 16384, 16384, 128);
-  EXPECT_FALSE(training(t));
+  EXPECT_TRUE(training(t));
   t.causal = true;
   EXPECT_TRUE(training(t));
   EXPECT_FALSE(training(params(16, 16, 8192, 8192, 128)));
+  EXPECT_TRUE(training(params(16, 16, 4096, 4096, 128)));
+  EXPECT_FALSE(training(params(16, 16, 2048, 2048, 128)));
   EXPECT_TRUE(training(params(32, 32, 4096, 4096, 64)));
   EXPECT_TRUE(training(params(32, 32, 2048, 2048, 64)));
   EXPECT_FALSE(training(params(32, 32, 1024, 1024, 64)));
