@@ -83,25 +83,15 @@ FLYOPS_DEVICE void produce(const CUtensorMap* map_q, const CUtensorMap* map_k, c
   }
 }
 
-// S = Q K^T for this warpgroup's 64 rows (issued, not waited for).
-template <typename Cfg, typename T>
-FLYOPS_DEVICE void issue_qk(float (&s)[Cfg::kBN / 2], const Smem<Cfg>& sm, int qbuf, int stage, int wg) {
+// S = Q K^T for this warpgroup's 64 rows (issued, not waited for), kW columns: the block's,
+// or the first block's Cfg::kFirstWidth (traits.h) into registers of its own, since wgmmas
+// of two widths on one accumulator serialize (the columns past it are masked by the softmax).
+template <typename Cfg, typename T, int kW = Cfg::kBN>
+FLYOPS_DEVICE void issue_qk(float (&s)[kW / 2], const Smem<Cfg>& sm, int qbuf, int stage, int wg) {
 #pragma unroll
   for (int kk = 0; kk < Cfg::kD / 16; ++kk)
-    tile::wgmma_m64k16<T, Cfg::kBN>(s, kmajor_desc<Cfg::kBM>(sm.q(qbuf), 64 * wg, kk),
-                                    kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
-  tile::wgmma_commit();
-}
-
-// The first block's S at Cfg::kFirstWidth columns (traits.h), issued: into its own
-// registers, since wgmmas of two widths on one accumulator serialize; the columns past it
-// are masked by the softmax.
-template <typename Cfg, typename T>
-FLYOPS_DEVICE void issue_qk_first(float (&s)[Cfg::kFirstWidth / 2], const Smem<Cfg>& sm, int qbuf, int stage, int wg) {
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kD / 16; ++kk)
-    tile::wgmma_m64k16<T, Cfg::kFirstWidth>(s, kmajor_desc<Cfg::kBM>(sm.q(qbuf), 64 * wg, kk),
-                                            kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
+    tile::wgmma_m64k16<T, kW>(s, kmajor_desc<Cfg::kBM>(sm.q(qbuf), 64 * wg, kk),
+                              kmajor_desc<Cfg::kBN>(sm.k(stage), 0, kk), kk > 0);
   tile::wgmma_commit();
 }
 
@@ -159,7 +149,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   tile::wgmma_fence();
   if constexpr (kNarrow) {
     float sf[Cfg::kFirstWidth / 2];
-    issue_qk_first<Cfg, T>(sf, sm, qbuf, sk.stage, wg);
+    issue_qk<Cfg, T, Cfg::kFirstWidth>(sf, sm, qbuf, sk.stage, wg);
     turns.pass(false);
     tile::wgmma_wait<0>();
     tile::fence_operands(sf);
