@@ -168,7 +168,7 @@ FLYOPS_DEVICE void consume(float (&o)[Cfg::kD / 2], float (&m)[2], float (&l)[2]
   bool accumulate = false;
   // One block past the first: S_j with P V of the block before. mask_tag true: the block may
   // need the mask (decided at run time); false: no mask code at all.
-  // kPvSteps: the k16 steps of the block before's P V (fewer after a narrow first block).
+  // pv_steps: the k16 steps of the block before's P V (fewer after a narrow first block).
   auto step = [&](int jb, auto mask_tag, auto pv_steps) {
     kring.consumer_wait(sk);
     vring.consumer_wait(sv);
