@@ -57,8 +57,8 @@ TEST(AttentionRouter, ForcedAndTable) {
   p.causal = true;
   EXPECT_TRUE(attention_choose(p, kH200).flyops);   // the measured class (inference: no lse)
   // Training (the lse kept): only where a whole step measured ahead behind our forward: D =
-  // 128 causal at 16384, non-causal at 4096-8191 and from 16384; D = 64 non-causal from 2048 and causal at 16384; D = 256 non-causal at
-  // 1024-2048 and from 8192, causal from 4096.
+  // 128 causal at 16384, non-causal at 4096-8191 and from 16384; D = 64 non-causal from 2048
+  // and causal at 16384; D = 256 non-causal at 1024-2048 and from 8192, causal from 4096.
   static float lse_stand_in;
   const auto training = [&](AttnParams t) {
     t.lse = &lse_stand_in;

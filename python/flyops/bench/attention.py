@@ -181,6 +181,8 @@ def run(timer, quick=False):
 def summarize(result):
     cases = result["cases"]
     by = {p: [c for c in cases if c["pass"] == p] for p in PASSES}
+    d128_long = [c for c in by.get("fwd", [])
+                 if c["params"]["D"] == 128 and not c["params"]["causal"] and c["params"]["L"] >= 4096]
     return {
         "geomean_speedup": round(common.geomean([c["speedup"] for c in cases]), 3),
         "by_pass": {p: {"speedup": round(common.geomean([c["speedup"] for c in cs]), 3),
@@ -191,11 +193,8 @@ def summarize(result):
                     for p, cs in by.items() if cs},
         # the 650 TFLOP/s: our kernel (forced past the router), and through the router
         # (which may send the shape to stock: then it is stock's figure)
-        "tflops_d128_long_full": {c["params"]["L"]: c["forced_tflops"] for c in by.get("fwd", [])
-                                  if c["params"]["D"] == 128 and not c["params"]["causal"] and c["params"]["L"] >= 4096},
-        "tflops_d128_long_full_router": {c["params"]["L"]: c["flyops_tflops"] for c in by.get("fwd", [])
-                                         if c["params"]["D"] == 128 and not c["params"]["causal"]
-                                         and c["params"]["L"] >= 4096},
+        "tflops_d128_long_full": {c["params"]["L"]: c["forced_tflops"] for c in d128_long},
+        "tflops_d128_long_full_router": {c["params"]["L"]: c["flyops_tflops"] for c in d128_long},
         "routed_to_flyops": sum(c["routed"] == "flyops" for c in cases),
         "cases": len(cases),
         # routed to flyops and slower than stock (the cases the router leaves to stock time
