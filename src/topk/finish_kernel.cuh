@@ -87,6 +87,37 @@ __noinline__ __device__ void maxima_from_row(const typename Keys::Raw* xr, uint3
   }
 }
 
+// The k best of the block's keys at or above `cut`, when at most kThreads are: each one's
+// composite (key, ~position) compacted into `cand` and ranked among them by counting, so no
+// digit round, no placing scan and no sort; out(rank, composite) for the ranks below k, rank 0
+// the best (slots of a sorted output, which an unsorted one may take too). Returns false,
+// having written nothing, when more keys reach the cut (ties). Every thread calls it.
+template <int kThreads, typename Run, typename Pos, typename Out>
+FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* cand, uint32_t* warp_c, Pos&& position,
+                                 Out&& out) {
+  constexpr int kWarps = kThreads / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint32_t mine = 0;
+  run.each([&](int, uint32_t key) { mine += key >= cut; });
+  const uint32_t incl = tile::warp_prefix_sum(mine);
+  if (lane == 31) warp_c[warp] = incl;
+  __syncthreads();
+  const int m = static_cast<int>(tile::sum_warps_before<kWarps>(warp_c, kWarps));
+  if (m > kThreads) return false;
+  uint32_t slot = incl - mine + tile::sum_warps_before<kWarps>(warp_c, warp);
+  run.each([&](int j, uint32_t key) {
+    if (key >= cut) cand[slot++] = (uint64_t{key} << 32) | (0xffffffffu - static_cast<uint32_t>(position(j)));
+  });
+  __syncthreads();
+  const int l = rank_split_log2<kThreads>(m);  // m << l <= kThreads: one pass, warp-uniform
+  const int i = tid >> l;
+  const bool valid = i < m;
+  const uint64_t c = valid ? cand[i] : 0;
+  const uint32_t r = rank_desc_split(cand, valid ? m : 0, c, l);
+  if (valid && (tid & ((1 << l) - 1)) == 0 && r < static_cast<uint32_t>(k)) out(r, c);
+  return true;
+}
+
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
@@ -132,7 +163,9 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   KeyRange range;
 
   // ---- the screened candidates, when the stream found enough and not too many --------------
-  const uint2* list = nullptr;
+  // Whether the row's answer comes from its list (a flag, the pointer recomputed where used:
+  // held across the kernel, the pointer spilled in the 16-bit form).
+  bool listed = false;
   if (a.cand != nullptr) {
     const int c = static_cast<int>(min(static_cast<int64_t>(a.screen_count[row]), a.cap + 1));
     if (c >= k && c <= a.cap) {
@@ -157,14 +190,14 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       // order does not keep: rows with NaN candidates take the maxima (the barrier also
       // completes the shared-memory fill).
       const bool nan = is_nan_key<Keys>(largest ? range.mx : range.mn, largest);
-      if (!__syncthreads_or(nan)) list = l;
-      else range = KeyRange{};
+      listed = !__syncthreads_or(nan);
+      if (!listed) range = KeyRange{};
       mark();
     }
   }
 
   if (a.maxima == nullptr) {  // the list alone: a row it does not hold is the chain's
-    if (list == nullptr) {
+    if (!listed) {
       dump();
       return;
     }
@@ -172,7 +205,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   }
 
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------
-  if (list == nullptr) {
+  if (!listed) {
     if constexpr (kShared) {  // (the register forms' streams write them: in the 16-bit one this spilled)
       if (a.list_only != nullptr && a.list_only[row] != kNoScreen) {  // the stream wrote none
         detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), a.n, gl, largest);
@@ -251,10 +284,25 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
 
   // ---- the k best of the run, to the outputs ---------------------------------------------------
   auto position = [&](int j) -> int64_t {
-    return list != nullptr ? int64_t{list[first + j].y} : chosen_pos(first + j);
+    return listed ? int64_t{a.cand[row * a.cap + first + j].y} : chosen_pos(first + j);
   };
   Raw* vals_out = static_cast<Raw*>(a.values) + row * k;
   int64_t* idx_out = a.indices + row * k;
+  if constexpr (!kShared) {
+    // The keys at or above the maxima's cut are few on most rows (the k-th best maximum is
+    // near the row's k-th best): rank them by counting (TopK v66), else the digit rounds.
+    if (!listed && detail::rank_over_cut<kThreads>(
+                               run, range.mn, k, sort_key, s.warp_c, position,
+                               [&](uint32_t slot, uint64_t c) {
+                                 const int64_t pos = 0xffffffffu - static_cast<uint32_t>(c);
+                                 vals_out[slot] = element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, pos);
+                                 idx_out[slot] = pos;
+                               })) {
+      mark();
+      dump();
+      return;
+    }
+  }
   small_select<kThreads>(run, range, static_cast<uint32_t>(k), s, [&](int j, uint32_t key, uint32_t slot) {
     const int64_t pos = position(j);
     const Raw raw = element_bits<Keys>(key, largest, xr, pos);  // NaNs read back

@@ -230,7 +230,8 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     const int bytes = elem_bytes(p.dtype);
     const int group = topk::delegate_group(p.n, p.k, bytes, forced >= 6 && forced != 17 ? forced_c : 0);
     int fe = forced == 8 || forced == 12 ? 0 : topk::finish_elems(p.n, p.k, group, bytes);
-    const bool screen = forced == 10 || forced == 17 || (forced != 9 && topk::prefer_screen(p));
+    const bool reg_finish = forced < 0 && topk::prefer_register_finish(p, fe);
+    const bool screen = forced == 10 || forced == 17 || (forced != 9 && !reg_finish && topk::prefer_screen(p));
     // The router (and 17) screen through the shared-memory finish only (tuned_table.h);
     // where the list does not fit it, the finish runs unscreened in the form it had.
     int rank = 0;
@@ -240,7 +241,7 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
       if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
-    if ((forced >= 0 || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
+    if ((forced >= 0 || reg_finish || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
         delegate_plan(p, dev, plan, group, fe, rank, chain_screen))
       return plan;
   }

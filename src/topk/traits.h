@@ -153,7 +153,9 @@ FLYOPS_HD int finish_groups(int elems, int k, int group_log2) {
 // The finish kernel's dynamic shared memory, in bytes, and the offsets of its parts: the
 // keys (shared-memory form only; each thread's run strided by 513 words), the sort's
 // composites and payloads (room for the bitonic sort's power of two), the chosen groups
-// (finish_groups). The sort's bucket scatter reuses the keys.
+// (finish_groups). The sort's bucket scatter reuses the keys. The register forms' ranking
+// by counting (TopK v66) puts one composite a thread in the sort's room, which it uses only
+// where the sort does not run: at offset 0, no pointer to hold.
 struct FinishSmem {
   int keys, sort_key, sort_val, chosen, total;
   int sort_cap;  // the power of two >= k
@@ -165,7 +167,8 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
   s.keys = 0;
   s.sort_key = elems > kFinishMaxE ? up16(elems * (kFinishThreads + 1) * 4) : 0;
   s.sort_val = s.sort_key + p * 8;
-  s.chosen = up16(s.sort_val + p * 4);
+  const int ranked = elems <= kFinishMaxE ? s.sort_key + kFinishThreads * 8 : 0;
+  s.chosen = up16(s.sort_val + p * 4 > ranked ? s.sort_val + p * 4 : ranked);
   s.total = up16(s.chosen + finish_groups(elems, k, group_log2) * 4);
   s.sort_cap = p;
   return s;

@@ -29,8 +29,9 @@ inline bool prefer_two_stage(const TopkParams& p) {
 //
 // With the finish kernel (small k: both selections in one CTA per row, TopK v19) delegates
 // also win on shorter rows once there are 64 rows or more: 256 x 32000 k = 20-256 1.3-2.1x
-// over one cluster pass, 64 x 32000 0.96-1.4x (bf16 k = 20 the 0.96x); one row still loses
-// (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs). Its shared-memory
+// over one cluster pass, 64 x 32000 0.96-1.4x (bf16 k = 20 the 0.96x); one row still lost
+// then (1 x 32000-262144 0.8-1.0x: a cluster spreads the row over 8-16 CTAs; since TopK v66
+// prefer_register_finish, below, takes it at k <= 100). Its shared-memory
 // form (k up to 1024, TopK v21), against delegates' two radix selections or the router's
 // cluster pass at 64 and 256 rows: k = 1024 1.0-1.6x (64 x 32000 fp32 the 1.0x), k = 300
 // 1.1-1.4x; at one row 0.5-0.7x of the cluster kernel. `finish`: whether the finish kernel
@@ -41,6 +42,17 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // v60: 0.40-0.76x at every k measured (fp32 8 x 262144, 16 x 128256-151936; bf16 16 x
 // 262144, 32 x 128256-151936); under 6 MiB it was even or behind (bf16 8 x 128256
 // 1.05-1.10x at k <= 256).
+// The finish kernel's register forms, unscreened, on fewer than 64 rows of 32000 or more at
+// k <= 100, ahead of the rules above (the cluster kernel, or the screened shared-memory
+// finish of mid-sized calls): since TopK v66 ranked their second selection by counting.
+// Source: force 9 against the router in one process (twenty-sixth session, run 4: rows 1-48
+// x N 32000-262144 x k 2-256, fp32 and bf16): 0.56-0.94x at k <= 100 wherever the router
+// took another plan (one row 0.75-0.94x, 16 x 151936 bf16 0.60x), 0.98-1.04x where it took
+// this one already; at k = 256, 1.13-1.47x on 1-8 rows: not taken. `fe`: finish_elems.
+inline bool prefer_register_finish(const TopkParams& p, int fe) {
+  return p.rows < 64 && p.n >= 32000 && p.k <= 100 && fe != 0 && fe <= kFinishMaxE;
+}
+
 inline int64_t input_bytes(const TopkParams& p) { return p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)); }
 
 inline bool screen_mid_sized(const TopkParams& p) {

@@ -334,7 +334,12 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_cluster<bf16,c16,gather>");
+  // Under 64 rows at k <= 100 the finish kernel's register forms, unscreened (TopK v66); the
+  // cluster kernel keeps single rows at larger k.
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 101)), "flyops_topk_cluster<fp32,c8,gather>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 100)), "flyops_topk_delegates<fp32,g16,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   // Groups reach 128 elements: 32 vectors of fp32, still 16 of bf16 (TopK v54).
@@ -351,17 +356,21 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g128,c16,c4,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 100)), "flyops_topk_delegates<bf16,g128,c16,c4,screen>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_cluster<fp32,c16,gather>");  // one row
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // few rows: one wave
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");  // few rows
   // Screened through the shared-memory finish (TopK v60): k >= 256, fp32 k >= 100, and
-  // 6-15 MiB calls of 8 or more long rows (the cluster kernel's before); k <= 50 unscreened.
+  // 6-15 MiB calls of 8 or more long rows (the cluster kernel's before) at k > 100; k <= 50
+  // unscreened, and under 64 rows at k <= 100 too.
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 100)), "flyops_topk_delegates<fp32,g64,finish16,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 50)), "flyops_topk_cluster<bf16,c16,gather>");  // 2 MB
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");  // 2 MB
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 16000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // short row
   // Candidates over half the row: not worth it.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 128256, 8192)), "flyops_topk_two_stage<bf16,seg32768x1,c1>");
   TopkParams odd = params(DType::kFloat32, 256, 262144 - 8, 50);  // only groups far below sqrt(n / k)
@@ -444,6 +453,12 @@ TEST(TopkDelegates, FinishFits) {
   EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, big.sort_key);
   EXPECT_LE(12 * topk::kFinishSmemMaxK + 2048 * 4, topk::finish_smem(16, topk::kFinishSmemMaxK, 4).sort_key);
   EXPECT_EQ(topk::finish_smem(topk::kFinishMaxE, topk::kFinishMaxK, 2).sort_key, 0);  // no keys in registers' form
+  // The register forms' ranking by counting puts one composite a thread at the sort's offset,
+  // clear of the chosen groups it reads while compacting; the shared-memory form has none.
+  for (int e : {4, 8})
+    for (int k : {1, 20, 50, topk::kFinishMaxK})
+      EXPECT_GE(topk::finish_smem(e, k, 4).chosen, topk::finish_smem(e, k, 4).sort_key + topk::kFinishThreads * 8);
+  EXPECT_EQ(topk::finish_smem(16, 1024, 4).chosen - topk::finish_smem(16, 1024, 4).sort_val, 1024 * 4);
   // The register forms' maxima selection may take as many groups as the runs hold (k or
   // more), the chosen list sized for them; the shared-memory form takes exactly k.
   EXPECT_EQ(topk::finish_groups(8, 20, 6), cap / 64);                  // 64 groups of 64 fp32
