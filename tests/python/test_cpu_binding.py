@@ -260,7 +260,8 @@ def test_topk_routing_decisions():
     assert r(f32(64, 128), 2) == "flyops_topk_warp<fp32>"
     assert r(f32(64, 256), 2) == "flyops_topk_group<fp32,t32>"  # a warp a row
     assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"
-    assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_cluster<bf16,c16,gather>"
+    assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_delegates<bf16,g64,finish8>"  # v66
+    assert r(f32(1, 128256, dtype=torch.bfloat16), 256) == "flyops_topk_cluster<bf16,c16,gather>"
     assert r(f32(1, 1 << 24), 100).startswith("flyops_topk_delegates<fp32")
     assert r(f32(1, (1 << 24) + 1)[:, 1:], 100).startswith("flyops_topk_two_stage<fp32")  # misaligned
     assert r(f32(256, 262144), 50) == "flyops_topk_delegates<fp32,g64,finish8>"
