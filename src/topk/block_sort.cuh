@@ -127,6 +127,23 @@ FLYOPS_DEVICE uint32_t rank_desc_split(const uint64_t* key, int n, uint64_t c, i
   return r;
 }
 
+// Each of the n distinct composites key[0..n) ranked among them, counted by lane groups
+// (rank_desc_split): out(rank, composite, i) once per element, rank 0 the largest. The loop
+// is warp-uniform for the shuffles (one pass when n << log2 fits the block). Every thread
+// calls it.
+template <int kThreads, typename Out>
+FLYOPS_DEVICE void rank_each_split(const uint64_t* key, int n, Out&& out) {
+  const int tid = threadIdx.x;
+  const int l = rank_split_log2<kThreads>(n);
+  for (int g0 = 0; g0 < n << l; g0 += kThreads) {
+    const int i = (g0 + tid) >> l;
+    const bool valid = i < n;
+    const uint64_t c = valid ? key[i] : 0;
+    const uint32_t r = rank_desc_split(key, valid ? n : 0, c, l);
+    if (valid && (tid & ((1 << l) - 1)) == 0) out(r, c, i);
+  }
+}
+
 // Up to this many composites per bucket, bucket_order_desc ranks them; more (many tied keys
 // share a bucket) and the caller sorts instead.
 inline constexpr uint32_t kMaxBucket = 128;
@@ -291,15 +308,7 @@ FLYOPS_DEVICE void order_desc(uint64_t* key, uint32_t* val, int k, int P, void* 
       }
       return;
     }
-    // Counted by a lane group; the loop is warp-uniform for the shuffles.
-    const int l = rank_split_log2<kThreads>(k);
-    for (int g0 = 0; g0 < k << l; g0 += kThreads) {
-      const int i = (g0 + tid) >> l;
-      const bool valid = i < k;
-      const uint64_t c = valid ? key[i] : 0;
-      const uint32_t r = rank_desc_split(key, valid ? k : 0, c, l);
-      if (valid && (tid & ((1 << l) - 1)) == 0) out(r, c, val[i]);
-    }
+    rank_each_split<kThreads>(key, k, [&](uint32_t r, uint64_t c, int i) { out(r, c, val[i]); });
     return;
   }
   if constexpr (!kRankOnly) {

@@ -109,12 +109,9 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
     if (key >= cut) cand[slot++] = (uint64_t{key} << 32) | (0xffffffffu - static_cast<uint32_t>(position(j)));
   });
   __syncthreads();
-  const int l = rank_split_log2<kThreads>(m);  // m << l <= kThreads: one pass, warp-uniform
-  const int i = tid >> l;
-  const bool valid = i < m;
-  const uint64_t c = valid ? cand[i] : 0;
-  const uint32_t r = rank_desc_split(cand, valid ? m : 0, c, l);
-  if (valid && (tid & ((1 << l) - 1)) == 0 && r < static_cast<uint32_t>(k)) out(r, c);
+  rank_each_split<kThreads>(cand, m, [&](uint32_t r, uint64_t c, int) {
+    if (r < static_cast<uint32_t>(k)) out(r, c);
+  });
   return true;
 }
 
