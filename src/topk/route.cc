@@ -151,6 +151,28 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   return true;
 }
 
+// The filter kernel (filter_kernel.cuh) with clusters of `c` CTAs, `segs` a row: rows
+// 16-byte aligned, whole vectors, where rank 0 holds every CTA's k best and the merge every
+// segment's.
+bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan) {
+  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes;
+  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
+  if (!topk::filter_fits(p.n, p.k, c, bytes) || !topk::filter_segs_fit(p.n, p.k, c, segs, bytes) ||
+      p.rows * c * segs > INT_MAX)
+    return false;
+  plan.kind = TopkPlan::Kind::kFilter;
+  plan.cluster = c;
+  plan.segs = segs;
+  return true;
+}
+
+// Segments a row so that the grid is about two CTAs an SM, within what the merge holds.
+int filter_segs(const TopkParams& p, int c, const DeviceInfo& dev) {
+  int segs = 1;
+  while (p.rows * c * segs * 2 <= 2 * int64_t(dev.sm_count) && (segs * 2) * p.k <= topk::kFilterCap) segs *= 2;
+  return segs;
+}
+
 }  // namespace
 
 Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
@@ -196,6 +218,8 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
     plan.cluster = forced_c;
     return plan;
   }
+  if (forced == 18 && filter_plan(p, forced_c, 1, plan)) return plan;
+  if (forced == 19 && filter_plan(p, forced_c, filter_segs(p, forced_c, dev), plan)) return plan;
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
   if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
@@ -301,6 +325,12 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kArgmax:
       std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;
+    case TopkPlan::Kind::kFilter:
+      if (plan.segs > 1)
+        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d,seg%d>", dtype_name(dtype), plan.cluster, plan.segs);
+      else
+        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d>", dtype_name(dtype), plan.cluster);
+      break;
     case TopkPlan::Kind::kTwoStage:
       std::snprintf(buf, len, "flyops_topk_two_stage<%s,seg%lldx%d,c%d>", dtype_name(dtype),
                     static_cast<long long>(plan.seg_len), plan.seg_cluster, plan.cluster);
@@ -318,6 +348,8 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
     return static_cast<std::size_t>(
         topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), list_cap).total);
   }
+  if (plan.kind == TopkPlan::Kind::kFilter)  // the segments' k best composites
+    return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * p.k * 8) : 0;
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
 }
 

@@ -254,6 +254,33 @@ FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {
   return static_cast<int64_t>(p) * (nv - kScreenPieceVecs) / (pieces - 1);
 }
 
+// ---- filter kernel (filter_kernel.cuh): one pass, a CTA or a small cluster per row -----------
+inline constexpr int kFilterThreads = 512;
+inline constexpr int kFilterCap = 8192;   // composites a CTA keeps (64 KB: two CTAs an SM)
+inline constexpr int kFilterMaxK = 1024;
+inline constexpr int kFilterMaxCluster = 8;  // portable cluster sizes
+inline constexpr int kFilterSmem = kFilterCap * 8;
+inline constexpr int kFilterUnroll = 4;  // 16-byte vectors a thread a step (as many more in flight)
+// Whether `cluster` CTAs a row can take the call: whole 16-byte vectors per row (the caller
+// checks the pointer), rank 0's room for every CTA's k best, and at least a vector a CTA.
+inline bool filter_fits(int64_t n, int64_t k, int cluster, int elem_bytes) {
+  const int64_t vec = 16 / elem_bytes;
+  return k >= 1 && k <= kFilterMaxK && cluster >= 1 && cluster <= kFilterMaxCluster &&
+         cluster * k <= kFilterCap && n % vec == 0 && n / vec >= cluster;
+}
+// 16-byte vectors per CTA of a row of `segs` clusters.
+inline int64_t filter_slice_vecs(int64_t n, int cluster, int elem_bytes, int segs = 1) {
+  const int64_t nv = n / (16 / elem_bytes), ctas = int64_t{cluster} * segs;
+  return (nv + ctas - 1) / ctas;
+}
+// Segments of a row (clusters, each writing its k best for the merge kernel): every one
+// holds k elements or more, and the merge holds them all.
+inline bool filter_segs_fit(int64_t n, int64_t k, int cluster, int segs, int elem_bytes) {
+  if (segs == 1) return true;
+  const int64_t seg_elems = filter_slice_vecs(n, cluster, elem_bytes, segs) * cluster * (16 / elem_bytes);
+  return segs > 1 && segs * k <= kFilterCap && n - (segs - 1) * seg_elems >= k;
+}
+
 // ---- cluster kernel -------------------------------------------------------------------------
 inline constexpr int kClusterThreads = 512;
 inline constexpr int kDigitBits = 11;

@@ -500,6 +500,59 @@ def test_one_warps_staging_overflows_its_share(dtype):
         assert_same_as_stock(-rows[1:], 100, largest=False, sorted=sorted)
 
 
+@pytest.mark.parametrize("cluster", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_filter_kernel(cluster, dtype):
+    """The one-pass filter kernel (force 18) on rows that raise its threshold rarely (random),
+    on every step (ascending: each element beats the ones before), never (descending), and on
+    ties that only positions break (all-equal, -0.0/+0.0, coarse values, NaNs of both signs,
+    masked rows); k from 1 to the largest that rank 0 holds, rows of one vector a CTA, both
+    directions, sorted or not."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(18, cluster)
+    vec = 16 // x_bytes(dtype)
+    routed = 0
+    for n, ks in ((vec * cluster, (1, vec * cluster)), (4104, (1, 7, 1024)), (32000, (2, 50, 1000)),
+                  (262144, (20, 1024))):
+        ascending = torch.arange(n, dtype=torch.float32).to(dtype)  # ties where the dtype rounds
+        masked = torch.full((n,), -float("inf")).to(dtype)
+        masked[torch.randint(0, n, (max(n // 50, 1),), generator=gen)] = 1.0
+        rows = [torch.randn(n, generator=gen).to(dtype), ascending, ascending.flip(0), masked,
+                torch.randn(n, generator=gen).to(torch.bfloat16).to(dtype)] + \
+            [special_row(n, dtype, kind, gen) for kind in SPECIAL]
+        x = torch.stack(rows).cuda()
+        for k in ks:
+            if k > n or cluster * k > 8192:
+                continue
+            name = torch.ops.flyops._route_topk(x, k)
+            assert name == f"flyops_topk_filter<{DNAME[dtype]},c{cluster}>", name
+            routed += 1
+            for largest in (True, False):
+                for sorted in (True, False):
+                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+    assert routed >= 5
+
+
+@pytest.mark.parametrize("cluster", [1, 8])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_filter_kernel_segments(cluster, dtype):
+    """The filter kernel in segments of the row (force 19: clusters a row filling the GPU, their
+    k best merged by a second kernel) on one long row and on a few shorter ones of every kind."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(19, cluster)
+    n = 1 << 18
+    ascending = torch.arange(n, dtype=torch.float32).to(dtype)
+    rows = torch.stack([torch.randn(n, generator=gen).to(dtype), ascending, ascending.flip(0)] +
+                       [special_row(n, dtype, kind, gen) for kind in SPECIAL]).cuda()
+    for x, ks in ((randn((1 << 22,), dtype), (1, 100, 256)), (rows, (1, 20, 100))):
+        for k in ks:
+            name = torch.ops.flyops._route_topk(x, k)
+            assert name.startswith(f"flyops_topk_filter<{DNAME[dtype]},c{cluster},seg"), name
+            for largest in (True, False):
+                for sorted in (True, False):
+                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_every_width(dtype):
     """The final sort at every power-of-two width and either side of it (register passes for

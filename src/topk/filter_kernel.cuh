@@ -1,0 +1,350 @@
+// The filter kernel: many long rows in one pass and one launch, a CTA (or a cluster of a few)
+// per row, no workspace.
+//
+// Each CTA streams its slice of the row once and keeps, in a shared-memory buffer, every
+// element whose composite (order key, ~position) reaches a running threshold t. t is always
+// the k-th best composite of some set of the row's elements (or 0), so it never passes the
+// row's k-th best: nothing of the answer is dropped, whatever the row holds, and no guess can
+// fail (the screened delegates' sampled threshold can, and then pay a fallback).
+//
+//   start    t is the k-th best maximum of the first step's 16-byte vectors (their maxima are
+//            distinct elements, so k of the row's elements are at or above it);
+//   stream   vectors whose maximum reaches t are examined; their elements at or above t are
+//            appended (one claim a warp a step). A warp that finds no room keeps its elements
+//            pending in registers;
+//   raise    then the whole CTA cuts the buffer at its k-th best composite (small_cut on the
+//            keys, then on the positions of ties), which becomes t, compacts it in place, and
+//            appends the pending elements that still reach t. A random row of 150k at
+//            k = 1024 raises t once or twice; an ascending row every few thousand elements;
+//   end      the buffer's k best are the slice's; a cluster's rank 0 gathers its peers'
+//            through DSMEM and keeps the row's k best, sorted or not.
+//
+// Composites are distinct, so the kept set is exact and ties go to the lowest positions, as
+// NaN ties must (their bits differ).
+#pragma once
+
+#include <cstdint>
+
+#include "flyops/tile/cluster.h"
+#include "flyops/tile/launch.h"
+#include "flyops/tile/warp.h"
+#include "keys.h"
+#include "traits.h"
+
+namespace flyops::topk {
+
+struct FilterArgs {
+  const void* x;
+  int64_t n;            // elements per row, a multiple of the vector
+  int64_t row_stride;   // elements between rows, a multiple of the vector
+  int64_t slice_vecs;   // 16-byte vectors per CTA of a row
+  int k;                // at most kFilterMaxK, and cluster * k at most kFilterCap
+  bool largest;
+  bool sorted;
+  void* values;         // [rows, k]
+  int64_t* indices;
+  // Segments (null: none): each row's `segs` clusters take a part of it each and write their
+  // k best composites (key, ~position) here, [rows, segs, k]; flyops_topk_filter_merge
+  // selects the row's from them.
+  uint64_t* parts = nullptr;
+  int segs = 1;
+};
+
+}  // namespace flyops::topk
+
+#if defined(__CUDACC__)
+#include "block_sort.cuh"
+#include "small_select.cuh"
+#include "vec_keys.cuh"
+
+namespace flyops::topk::detail {
+
+// A flat buffer of m composites as small_cut's runs: thread t owns entries t, t + kThreads,
+// ... (consecutive threads read consecutive words). Keys: the composites' high halves (order
+// keys), or (kTies) the low halves (~positions) of those whose high half is `tie`.
+template <int kThreads, bool kTies>
+struct FlatRun {
+  const uint64_t* b;
+  int m;
+  uint32_t tie;
+  template <typename F>
+  FLYOPS_DEVICE void each(F&& f) const {
+    int j = 0;
+#pragma unroll 4
+    for (int i = static_cast<int>(threadIdx.x); i < m; i += kThreads, ++j) {
+      const uint64_t c = b[i];
+      if constexpr (kTies) {
+        if (static_cast<uint32_t>(c >> 32) == tie) f(j, static_cast<uint32_t>(c));
+      } else {
+        f(j, static_cast<uint32_t>(c >> 32));
+      }
+    }
+  }
+};
+
+// A t with exactly `want` of the m > want distinct composites in b at or above it, or
+// (loose) the floor of a whole key bin with want to `loose` of them above. Every thread calls
+// it.
+template <int kThreads>
+FLYOPS_DEVICE uint64_t composite_cut(const uint64_t* b, int m, uint32_t want, SmallSelectSmem<kThreads>& s,
+                                     uint32_t loose) {
+  const FlatRun<kThreads, false> keys{b, m, 0};
+  KeyRange r;
+  keys.each([&](int, uint32_t key) { r.add(key); });
+  const SmallCut c = small_cut<kThreads>(keys, r, want, s, nullptr, loose);
+  if (c.whole) return uint64_t{c.lo} << 32;
+  // c.lo == c.hi: the best c.need of the composites with that key, by their low halves.
+  const FlatRun<kThreads, true> ties{b, m, c.lo};
+  KeyRange r2;
+  ties.each([&](int, uint32_t low) { r2.add(low); });
+  __syncthreads();  // every thread has read the first cut's result
+  const SmallCut c2 = small_cut<kThreads>(ties, r2, c.need, s);
+  return (uint64_t{c.lo} << 32) | c2.lo;
+}
+
+// Keeps the composites of b[0..m) at or above t, moved to its front in chunks of kThreads
+// (a chunk's reads all precede its writes, and its writes stay below the next chunk);
+// returns how many. Every thread calls it.
+template <int kThreads>
+FLYOPS_DEVICE int compact_at_least(uint64_t* b, int m, uint64_t t, uint32_t* warp_c) {
+  constexpr int kWarps = kThreads / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int out = 0;
+  for (int i0 = 0; i0 < m; i0 += kThreads) {
+    const int i = i0 + tid;
+    const uint64_t c = i < m ? b[i] : 0;
+    const bool keep = i < m && c >= t;
+    const uint32_t vote = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) warp_c[warp] = __popc(vote);
+    __syncthreads();
+    const int before = static_cast<int>(tile::sum_warps_before<kWarps>(warp_c, warp));
+    const int total = static_cast<int>(tile::sum_warps_before<kWarps>(warp_c, kWarps));
+    if (keep) b[out + before + __popc(vote & tile::lanemask_lt())] = c;
+    out += total;
+    __syncthreads();
+  }
+  return out;
+}
+
+// The k best of the m >= k distinct composites in buf (element `~low half` of row xr) to a
+// row's outputs, sorted or not; buf's room past them is the sort's. Every thread calls it.
+template <typename Keys, int kThreads>
+FLYOPS_DEVICE void emit_best(uint64_t* buf, int m, uint32_t k, bool sorted, bool largest, const typename Keys::Raw* xr,
+                             typename Keys::Raw* vals_out, int64_t* idx_out, SmallSelectSmem<kThreads>& s) {
+  using Raw = typename Keys::Raw;
+  const int tid = threadIdx.x;
+  if (m > static_cast<int>(k)) m = compact_at_least<kThreads>(buf, m, composite_cut<kThreads>(buf, m, k, s, 0), s.warp_c);
+  auto emit = [&](uint32_t slot, uint64_t c, uint32_t raw) {
+    vals_out[slot] = static_cast<Raw>(raw);
+    idx_out[slot] = ~static_cast<uint32_t>(c);
+  };
+  auto raw_of = [&](uint64_t c) -> uint32_t {
+    return element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, ~static_cast<uint32_t>(c));
+  };
+  if (!sorted) {
+    for (int i = tid; i < m; i += kThreads) emit(i, buf[i], raw_of(buf[i]));
+    return;
+  }
+  // The payloads after the power of two the bitonic fallback may fill, then the bucket order's
+  // scratch (block_sort.cuh): under 4200 of kFilterCap words at k = 1024.
+  const int p = static_cast<int>(pow2_ceil(k));
+  uint32_t* val = reinterpret_cast<uint32_t*>(buf + p);
+  uint64_t* scratch = buf + p + p / 2;
+  uint32_t* bins = reinterpret_cast<uint32_t*>(scratch + k + k / 2 + 1);
+  uint64_t* mm = reinterpret_cast<uint64_t*>(bins + kOrderBuckets);
+  for (int i = tid; i < m; i += kThreads) val[i] = raw_of(buf[i]);
+  __syncthreads();
+  order_desc<kThreads>(buf, val, m, p, scratch, bins, s.warp_c, mm, emit);
+}
+
+struct FilterState {
+  uint32_t count;  // claimed entries (may pass kFilterCap: the claims that found no room)
+  uint32_t hole;   // where the claim that straddled the end begins (kFilterCap: none)
+  uint32_t kept;   // this CTA's k best, for rank 0 (clusters)
+};
+
+}  // namespace flyops::topk::detail
+
+// Global namespace: profiler and ncu names start with flyops_. kU: 16-byte vectors per thread
+// a step (and as many more in flight).
+template <typename Keys, int kU>
+__global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_filter(flyops::topk::FilterArgs a) {
+  using namespace flyops::topk;
+  using Raw = typename Keys::Raw;
+  constexpr int kThreads = kFilterThreads;
+  constexpr int kVec = 16 / sizeof(Raw);
+  constexpr uint32_t kCap = kFilterCap;
+  static_assert(kU * kVec <= 32, "a bit per element of a thread's step");
+  constexpr uint32_t kVecMask = (1u << kVec) - 1;
+  constexpr int kStep = kThreads * kU;
+  __shared__ SmallSelectSmem<kThreads> s;
+  __shared__ detail::FilterState st;
+  extern __shared__ __align__(16) uint64_t buf[];  // kCap composites
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  const uint32_t csize = flyops::tile::cluster_size(), rank = flyops::tile::cluster_rank();
+  const int64_t row = blockIdx.x / (csize * a.segs);
+  const int seg = static_cast<int>(blockIdx.x / csize % a.segs);
+  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
+  const uint4* src = reinterpret_cast<const uint4*>(xr);
+  // Vector numbers within the row fit 32 bits (n < 2^31): fewer registers than int64_t.
+  const int nv = static_cast<int>(a.n / kVec);
+  const int v_begin = min(nv, static_cast<int>((seg * csize + rank) * a.slice_vecs));
+  const int v_end = min(nv, v_begin + static_cast<int>(a.slice_vecs));
+  const bool largest = a.largest;
+  const uint32_t k = static_cast<uint32_t>(a.k);
+  const uint32_t loose = min(2 * k, kCap / 2);  // a raise may keep up to this many
+
+  if (a.parts != nullptr) flyops::tile::allow_dependent_launch();  // the merge's CTAs wait beside
+  if (tid == 0) {
+    st.count = 0;
+    st.hole = kCap;
+  }
+  uint64_t t = 0;  // composites at or above t are kept
+
+  auto load = [&](uint4 (&q)[kU], int base) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int v = base + u * kThreads + tid;
+      q[u] = v < v_end ? src[v] : make_uint4(0, 0, 0, 0);
+    }
+  };
+  auto composite = [&](const uint4& v, int vi, int i) -> uint64_t {
+    const uint32_t key = order_key<Keys>(vec_element<Raw>(v, i), largest);
+    return (uint64_t{key} << 32) | ~static_cast<uint32_t>(vi * kVec + i);
+  };
+  // This thread's elements of the step at `base` that reach t (bit u * kVec + i), of `only`.
+  auto reaching = [&](const uint4 (&q)[kU], int base, uint32_t only) {
+    uint32_t h = 0;
+    const uint32_t tk = static_cast<uint32_t>(t >> 32);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int v = base + u * kThreads + tid;
+      if (v < v_end && ((only >> (u * kVec)) & kVecMask) != 0 && max_order_key<Keys>(q[u], largest) >= tk) {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          if (composite(q[u], v, i) >= t) h |= 1u << (u * kVec + i);
+      }
+    }
+    return h & only;
+  };
+  // Appends the elements of `pend`, all of the warp's or (no room) none: then they stay.
+  auto append = [&](const uint4 (&q)[kU], int base, uint32_t& pend) {
+    const uint32_t cnt = __popc(pend);
+    const uint32_t incl = flyops::tile::warp_prefix_sum(cnt);
+    const uint32_t tot = __shfl_sync(0xffffffffu, incl, 31);
+    if (tot == 0) return;
+    uint32_t wb = 0;
+    if (lane == 31) {
+      wb = atomicAdd(&st.count, tot);
+      if (wb < kCap && wb + tot > kCap) st.hole = wb;  // the one claim across the end
+    }
+    wb = __shfl_sync(0xffffffffu, wb, 31);
+    if (wb + tot > kCap) return;
+    uint32_t o = wb + incl - cnt;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int v = base + u * kThreads + tid;
+      for (uint32_t m = (pend >> (u * kVec)) & kVecMask; m != 0; m &= m - 1) buf[o++] = composite(q[u], v, __ffs(m) - 1);
+    }
+    pend = 0;
+  };
+  // The buffer's first m entries cut at their `want`-th best (t rises to it) and compacted.
+  auto raise = [&](int m, uint32_t want, uint32_t lo) {
+    const uint64_t c = detail::composite_cut<kThreads>(buf, m, want, s, lo);
+    t = c > t ? c : t;
+    return detail::compact_at_least<kThreads>(buf, m, t, s.warp_c);
+  };
+
+  uint4 q[kU], nq[kU];
+  load(q, v_begin);
+  __syncthreads();  // st's start
+  // start: the k-th best vector maximum of a whole first step (kU keys a thread).
+  if (v_begin + kStep <= v_end && k * 2 <= static_cast<uint32_t>(kStep)) {
+    RegKeys<kU> mx;
+    mx.cnt = kU;
+    KeyRange r;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      mx[u] = max_order_key<Keys>(q[u], largest);
+      r.add(mx[u]);
+    }
+    const SmallCut c = small_cut<kThreads>(mx, r, k, s, nullptr, loose);
+    t = uint64_t{c.lo} << 32;
+  }
+
+  for (int base = v_begin; base < v_end; base += kStep) {
+    load(nq, base + kStep);
+    uint32_t pend = reaching(q, base, 0xffffffffu);
+    append(q, base, pend);
+    if (__syncthreads_or(pend != 0)) {  // a warp found no room: raise t for everyone
+      // The step's vectors and the next are loaded again after each raise (from L2): held
+      // across it, they spilled.
+      do {
+        const int m = static_cast<int>(min(st.count, st.hole));
+        __syncthreads();  // every thread has read the counts
+        const int kept = raise(m, k, loose);
+        if (tid == 0) {
+          st.count = static_cast<uint32_t>(kept);
+          st.hole = kCap;
+        }
+        __syncthreads();
+        load(q, base);
+        pend = reaching(q, base, pend);
+        append(q, base, pend);
+      } while (__syncthreads_or(pend != 0));
+      load(nq, base + kStep);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) q[u] = nq[u];
+  }
+
+  // end: this CTA's k best, then (clusters) rank 0 gathers every CTA's.
+  int m = static_cast<int>(st.count);  // every claim found room: count <= kCap
+  __syncthreads();
+  if (m > static_cast<int>(k)) m = raise(m, k, 0);
+  if (csize > 1) {
+    if (tid == 0) st.kept = static_cast<uint32_t>(m);
+    flyops::tile::cluster_sync();  // every CTA's k best and count visible to rank 0
+    if (rank == 0) {
+      for (uint32_t r = 1; r < csize; ++r) {
+        const int c = static_cast<int>(flyops::tile::peer_load_u32(flyops::tile::peer_addr(&st.kept, r)));
+        const uint32_t peer = flyops::tile::peer_addr(buf, r);
+        for (int i = tid; i < c; i += kThreads) buf[m + i] = flyops::tile::peer_load_u64(peer + 8u * i);
+        m += c;
+      }
+    }
+    flyops::tile::cluster_sync();  // rank 0 has read its peers: they may exit
+    if (rank != 0) return;
+  }
+  if (a.parts != nullptr) {  // a segment of the row: its k best composites, for the merge
+    if (m > static_cast<int>(k)) m = raise(m, k, 0);
+    uint64_t* out = a.parts + (row * a.segs + seg) * k;
+    for (int i = tid; i < m; i += kThreads) out[i] = buf[i];
+    return;
+  }
+  detail::emit_best<Keys, kThreads>(buf, m, k, a.sorted, largest, xr, static_cast<Raw*>(a.values) + row * k,
+                                    a.indices + row * k, s);
+}
+
+// The segments' k best of each row (flyops_topk_filter with parts), merged: one CTA a row,
+// launched dependent on the filter kernel.
+template <typename Keys>
+__global__ void __launch_bounds__(flyops::topk::kFilterThreads) flyops_topk_filter_merge(flyops::topk::FilterArgs a) {
+  using namespace flyops::topk;
+  using Raw = typename Keys::Raw;
+  constexpr int kThreads = kFilterThreads;
+  __shared__ SmallSelectSmem<kThreads> s;
+  extern __shared__ __align__(16) uint64_t buf[];
+  const int64_t row = blockIdx.x;
+  const int m = a.segs * a.k;
+  flyops::tile::grid_dependency_wait();
+  const uint64_t* in = a.parts + row * m;
+  for (int i = threadIdx.x; i < m; i += kThreads) buf[i] = in[i];
+  __syncthreads();
+  detail::emit_best<Keys, kThreads>(buf, m, static_cast<uint32_t>(a.k), a.sorted, a.largest,
+                                    static_cast<const Raw*>(a.x) + row * a.row_stride,
+                                    static_cast<Raw*>(a.values) + row * a.k, a.indices + row * a.k, s);
+}
+
+#endif
