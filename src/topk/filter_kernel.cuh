@@ -194,6 +194,9 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   const bool largest = a.largest;
   const uint32_t k = static_cast<uint32_t>(a.k);
   const uint32_t loose = min(2 * k, kCap / 2);  // a raise may keep up to this many
+  // Raised also once this many are kept: t then follows the k-th best of what the CTA has
+  // seen instead of staying at its start until the buffer fills.
+  const uint32_t raise_at = min(kCap / 2, max(4 * k, 512u));
 
   if (a.parts != nullptr) flyops::tile::allow_dependent_launch();  // the merge's CTAs wait beside
   if (tid == 0) {
@@ -213,17 +216,42 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     const uint32_t key = order_key<Keys>(vec_element<Raw>(v, i), largest);
     return (uint64_t{key} << 32) | ~static_cast<uint32_t>(vi * kVec + i);
   };
+  // The elements of a vector whose key reaches tk, a bit each: 16-bit keys two a word
+  // (ascending_key_pair, then one packed compare), no per-element composite (examined one by
+  // one, a warp with any vector reaching paid ~250 instructions a vector: the kernel ran 2-4x
+  // the delegates' time, compute-bound, in its first form).
+  auto key_bits = [&](const uint4& v, uint32_t tk) -> uint32_t {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t b = 0;
+    if constexpr (Keys::kBits == 16) {
+      const uint32_t flip = largest ? 0u : 0xffffffffu, tk2 = tk | (tk << 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t m = __vcmpgeu2(ascending_key_pair<Keys>(w[j]) ^ flip, tk2);
+        b |= ((m & 1u) | ((m >> 15) & 2u)) << (2 * j);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b |= (order_key<Keys>(w[j], largest) >= tk ? 1u : 0u) << j;
+    }
+    return b;
+  };
   // This thread's elements of the step at `base` that reach t (bit u * kVec + i), of `only`.
   auto reaching = [&](const uint4 (&q)[kU], int base, uint32_t only) {
     uint32_t h = 0;
     const uint32_t tk = static_cast<uint32_t>(t >> 32);
+    const bool by_key = static_cast<uint32_t>(t) == 0;  // t from a whole key bin: key >= tk is exact
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int v = base + u * kThreads + tid;
-      if (v < v_end && ((only >> (u * kVec)) & kVecMask) != 0 && max_order_key<Keys>(q[u], largest) >= tk) {
+      if (v < v_end) {
+        uint32_t b = key_bits(q[u], tk);
+        if (!by_key && b != 0) {  // t inside a key's ties: their positions decide
 #pragma unroll
-        for (int i = 0; i < kVec; ++i)
-          if (composite(q[u], v, i) >= t) h |= 1u << (u * kVec + i);
+          for (int i = 0; i < kVec; ++i)
+            if (((b >> i) & 1u) != 0 && composite(q[u], v, i) < t) b &= ~(1u << i);
+        }
+        h |= b << (u * kVec);
       }
     }
     return h & only;
@@ -277,7 +305,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     load(nq, base + kStep);
     uint32_t pend = reaching(q, base, 0xffffffffu);
     append(q, base, pend);
-    if (__syncthreads_or(pend != 0)) {  // a warp found no room: raise t for everyone
+    if (__syncthreads_or(pend != 0 || (tid == 0 && st.count >= raise_at))) {  // no room, or many kept
       // The step's vectors and the next are loaded again after each raise (from L2): held
       // across it, they spilled.
       do {
