@@ -126,6 +126,16 @@ FLYOPS_DEVICE int compact_at_least(uint64_t* b, int m, uint64_t t, uint32_t* war
   return out;
 }
 
+// Cuts b's first m > want composites as composite_cut does and moves those at or above the cut
+// (and `floor`) to its front: returns how many; the cut is in *cut. Every thread calls it.
+template <int kThreads>
+FLYOPS_DEVICE int keep_best(uint64_t* b, int m, uint32_t want, SmallSelectSmem<kThreads>& s, uint32_t loose,
+                            uint64_t floor, uint64_t* cut) {
+  const uint64_t c = composite_cut<kThreads>(b, m, want, s, loose);
+  *cut = c > floor ? c : floor;
+  return compact_at_least<kThreads>(b, m, *cut, s.warp_c);
+}
+
 // The k best of the m >= k distinct composites in buf (element `~low half` of row xr) to a
 // row's outputs, sorted or not; buf's room past them is the sort's. Every thread calls it.
 template <typename Keys, int kThreads>
@@ -133,7 +143,8 @@ FLYOPS_DEVICE void emit_best(uint64_t* buf, int m, uint32_t k, bool sorted, bool
                              typename Keys::Raw* vals_out, int64_t* idx_out, SmallSelectSmem<kThreads>& s) {
   using Raw = typename Keys::Raw;
   const int tid = threadIdx.x;
-  if (m > static_cast<int>(k)) m = compact_at_least<kThreads>(buf, m, composite_cut<kThreads>(buf, m, k, s, 0), s.warp_c);
+  uint64_t cut;
+  if (m > static_cast<int>(k)) m = keep_best<kThreads>(buf, m, k, s, 0, 0, &cut);
   auto emit = [&](uint32_t slot, uint64_t c, uint32_t raw) {
     vals_out[slot] = static_cast<Raw>(raw);
     idx_out[slot] = ~static_cast<uint32_t>(c);
@@ -277,12 +288,8 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     }
     pend = 0;
   };
-  // The buffer's first m entries cut at their `want`-th best (t rises to it) and compacted.
-  auto raise = [&](int m, uint32_t want, uint32_t lo) {
-    const uint64_t c = detail::composite_cut<kThreads>(buf, m, want, s, lo);
-    t = c > t ? c : t;
-    return detail::compact_at_least<kThreads>(buf, m, t, s.warp_c);
-  };
+  // The buffer's first m > k entries cut at their k-th best (t rises to it) and compacted.
+  auto raise = [&](int m, uint32_t loose_cap) { return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t); };
 
   uint4 q[kU], nq[kU];
   load(q, v_begin);
@@ -311,7 +318,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
       do {
         const int m = static_cast<int>(min(st.count, st.hole));
         __syncthreads();  // every thread has read the counts
-        const int kept = raise(m, k, loose);
+        const int kept = raise(m, loose);
         if (tid == 0) {
           st.count = static_cast<uint32_t>(kept);
           st.hole = kCap;
@@ -330,7 +337,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   // end: this CTA's k best, then (clusters) rank 0 gathers every CTA's.
   int m = static_cast<int>(st.count);  // every claim found room: count <= kCap
   __syncthreads();
-  if (m > static_cast<int>(k)) m = raise(m, k, 0);
+  if (m > static_cast<int>(k)) m = raise(m, 0);
   if (csize > 1) {
     if (tid == 0) st.kept = static_cast<uint32_t>(m);
     flyops::tile::cluster_sync();  // every CTA's k best and count visible to rank 0
@@ -346,7 +353,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     if (rank != 0) return;
   }
   if (a.parts != nullptr) {  // a segment of the row: its k best composites, for the merge
-    if (m > static_cast<int>(k)) m = raise(m, k, 0);
+    if (m > static_cast<int>(k)) m = raise(m, 0);
     uint64_t* out = a.parts + (row * a.segs + seg) * k;
     for (int i = tid; i < m; i += kThreads) out[i] = buf[i];
     return;

@@ -168,8 +168,9 @@ bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan) {
 
 // Segments a row so that the grid is about two CTAs an SM, within what the merge holds.
 int filter_segs(const TopkParams& p, int c, const DeviceInfo& dev) {
+  const int64_t ctas = 2 * int64_t(dev.sm_count);
   int segs = 1;
-  while (p.rows * c * segs * 2 <= 2 * int64_t(dev.sm_count) && (segs * 2) * p.k <= topk::kFilterCap) segs *= 2;
+  while (p.rows * c * (2 * segs) <= ctas && (2 * segs) * p.k <= topk::kFilterCap) segs *= 2;
   return segs;
 }
 

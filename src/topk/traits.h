@@ -278,7 +278,7 @@ inline int64_t filter_slice_vecs(int64_t n, int cluster, int elem_bytes, int seg
 inline bool filter_segs_fit(int64_t n, int64_t k, int cluster, int segs, int elem_bytes) {
   if (segs == 1) return true;
   const int64_t seg_elems = filter_slice_vecs(n, cluster, elem_bytes, segs) * cluster * (16 / elem_bytes);
-  return segs > 1 && segs * k <= kFilterCap && n - (segs - 1) * seg_elems >= k;
+  return segs * k <= kFilterCap && n - (segs - 1) * seg_elems >= k;
 }
 
 // ---- cluster kernel -------------------------------------------------------------------------

@@ -500,6 +500,19 @@ def test_one_warps_staging_overflows_its_share(dtype):
         assert_same_as_stock(-rows[1:], 100, largest=False, sorted=sorted)
 
 
+def filter_rows(n, dtype, gen):
+    """Rows for the filter kernel, on the GPU: random; ascending (every element beats the ones
+    before: the threshold rises on every step; ties where the dtype rounds) and descending
+    (never); masked; coarse values; and the special kinds."""
+    ascending = torch.arange(n, dtype=torch.float32).to(dtype)
+    masked = torch.full((n,), -float("inf")).to(dtype)
+    masked[torch.randint(0, n, (max(n // 50, 1),), generator=gen)] = 1.0
+    rows = [torch.randn(n, generator=gen).to(dtype), ascending, ascending.flip(0), masked,
+            torch.randn(n, generator=gen).to(torch.bfloat16).to(dtype)] + \
+        [special_row(n, dtype, kind, gen) for kind in SPECIAL]
+    return torch.stack(rows).cuda()
+
+
 @pytest.mark.parametrize("cluster", [1, 2, 4, 8])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_filter_kernel(cluster, dtype):
@@ -514,13 +527,7 @@ def test_filter_kernel(cluster, dtype):
     routed = 0
     for n, ks in ((vec * cluster, (1, vec * cluster)), (4104, (1, 7, 1024)), (32000, (2, 50, 1000)),
                   (262144, (20, 1024))):
-        ascending = torch.arange(n, dtype=torch.float32).to(dtype)  # ties where the dtype rounds
-        masked = torch.full((n,), -float("inf")).to(dtype)
-        masked[torch.randint(0, n, (max(n // 50, 1),), generator=gen)] = 1.0
-        rows = [torch.randn(n, generator=gen).to(dtype), ascending, ascending.flip(0), masked,
-                torch.randn(n, generator=gen).to(torch.bfloat16).to(dtype)] + \
-            [special_row(n, dtype, kind, gen) for kind in SPECIAL]
-        x = torch.stack(rows).cuda()
+        x = filter_rows(n, dtype, gen)
         for k in ks:
             if k > n or cluster * k > 8192:
                 continue
@@ -540,11 +547,7 @@ def test_filter_kernel_segments(cluster, dtype):
     k best merged by a second kernel) on one long row and on a few shorter ones of every kind."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     torch.ops.flyops._topk_force(19, cluster)
-    n = 1 << 18
-    ascending = torch.arange(n, dtype=torch.float32).to(dtype)
-    rows = torch.stack([torch.randn(n, generator=gen).to(dtype), ascending, ascending.flip(0)] +
-                       [special_row(n, dtype, kind, gen) for kind in SPECIAL]).cuda()
-    for x, ks in ((randn((1 << 22,), dtype), (1, 100, 256)), (rows, (1, 20, 100))):
+    for x, ks in ((randn((1 << 22,), dtype), (1, 100, 256)), (filter_rows(1 << 18, dtype, gen), (1, 20, 100))):
         for k in ks:
             name = torch.ops.flyops._route_topk(x, k)
             assert name.startswith(f"flyops_topk_filter<{DNAME[dtype]},c{cluster},seg"), name
