@@ -29,6 +29,7 @@
 #include "flyops/tile/launch.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
+#include "trace.cuh"
 #include "traits.h"
 
 namespace flyops::topk {
@@ -215,6 +216,9 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     st.hole = kCap;
   }
   uint64_t t = 0;  // composites at or above t are kept
+  PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
+  trace.mark();
+  int raises = 0;
 
   auto load = [&](uint4 (&q)[kU], int base) {
 #pragma unroll
@@ -307,6 +311,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     const SmallCut c = small_cut<kThreads>(mx, r, k, s, nullptr, loose);
     t = uint64_t{c.lo} << 32;
   }
+  trace.mark();  // started
 
   for (int base = v_begin; base < v_end; base += kStep) {
     load(nq, base + kStep);
@@ -319,6 +324,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
         const int m = static_cast<int>(min(st.count, st.hole));
         __syncthreads();  // every thread has read the counts
         const int kept = raise(m, loose);
+        ++raises;
         if (tid == 0) {
           st.count = static_cast<uint32_t>(kept);
           st.hole = kCap;
@@ -335,9 +341,11 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   }
 
   // end: this CTA's k best, then (clusters) rank 0 gathers every CTA's.
+  trace.mark();  // streamed
   int m = static_cast<int>(st.count);  // every claim found room: count <= kCap
   __syncthreads();
   if (m > static_cast<int>(k)) m = raise(m, 0);
+  trace.mark();  // own k best
   if (csize > 1) {
     if (tid == 0) st.kept = static_cast<uint32_t>(m);
     flyops::tile::cluster_sync();  // every CTA's k best and count visible to rank 0
@@ -350,7 +358,11 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
       }
     }
     flyops::tile::cluster_sync();  // rank 0 has read its peers: they may exit
-    if (rank != 0) return;
+    trace.mark();  // gathered
+    if (rank != 0) {
+      trace.dump("filter-peer", raises, m);
+      return;
+    }
   }
   if (a.parts != nullptr) {  // a segment of the row: its k best composites, for the merge
     if (m > static_cast<int>(k)) m = raise(m, 0);
@@ -360,6 +372,8 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   }
   detail::emit_best<Keys, kThreads>(buf, m, k, a.sorted, largest, xr, static_cast<Raw*>(a.values) + row * k,
                                     a.indices + row * k, s);
+  trace.mark();  // emitted
+  trace.dump("filter", raises, m);
 }
 
 // The segments' k best of each row (flyops_topk_filter with parts), merged: one CTA a row,
