@@ -1,6 +1,7 @@
 """A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
-checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this."""
+checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this
+(with the argument `filter`: the filter kernel's cases alone, for kns=flyops_topk_filter)."""
 
 import sys
 
@@ -19,11 +20,41 @@ def check(x, k, largest=True, sorted=True):
     return bool(ok)
 
 
+def filter_cases(dtype):
+    """The filter kernel (forced only): a CTA and a cluster of 2 a row, raises (k = 1024; an
+    ascending row raises at every fill), masked rows, and segments of a long row (19).
+    Returns (cases, failures)."""
+    force = torch.ops.flyops._topk_force
+    cases = failures = 0
+    rows = (torch.randn(2, 32768, device="cuda").to(dtype),
+            torch.arange(32768, device="cuda", dtype=torch.float32).to(dtype).repeat(2, 1),
+            torch.full((2, 32768), -float("inf"), device="cuda").to(dtype).index_fill_(
+                1, torch.arange(0, 32768, 97, device="cuda"), 1.0))
+    for c in (1, 2):
+        force(18, c)
+        for xx in rows:
+            for k, largest, sorted in ((50, True, True), (1024, True, True), (1024, False, False)):
+                cases += 1
+                failures += not check(xx, k, largest, sorted)
+    force(19, 2)
+    cases += 1
+    failures += not check(torch.randn(1, 1 << 20, device="cuda").to(dtype), 100)
+    force(-1, 0)
+    return cases, failures
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
     cases = 0
     force = torch.ops.flyops._topk_force
+    if sys.argv[1:] == ["filter"]:  # that kernel alone (a sanitizer run on one kernel)
+        for dtype in (torch.float32, torch.bfloat16):
+            c, f = filter_cases(dtype)
+            cases += c
+            failures += f
+        print(f"topk sanitizer workload (filter): {cases - failures} passed, {failures} failed")
+        return 1 if failures else 0
     for dtype in (torch.float32, torch.bfloat16):
         for rows, n, k in ((3, 1, 1), (37, 8, 8), (5, 33, 7), (64, 64, 8), (64, 256, 8), (9, 512, 3), (7, 1000, 32), (2, 4097, 50),
                            (2, 131071, 1024), (1, 262144, 20)):
@@ -130,6 +161,9 @@ def main():
         failures += not check(x, 100)
         failures += not check(x, 100, True, False)
         force(-1, 0)
+        c, f = filter_cases(dtype)
+        cases += c
+        failures += f
     torch.cuda.synchronize()
     print(f"topk sanitizer workload: {cases - failures} passed, {failures} failed")
     return 1 if failures else 0
