@@ -88,18 +88,18 @@ struct FlatRun {
 // it.
 template <int kThreads>
 FLYOPS_DEVICE uint64_t composite_cut(const uint64_t* b, int m, uint32_t want, SmallSelectSmem<kThreads>& s,
-                                     uint32_t loose) {
+                                     uint32_t loose, PhaseTrace* trace = nullptr) {
   const FlatRun<kThreads, false> keys{b, m, 0};
   KeyRange r;
   keys.each([&](int, uint32_t key) { r.add(key); });
-  const SmallCut c = small_cut<kThreads>(keys, r, want, s, nullptr, loose);
+  const SmallCut c = small_cut<kThreads>(keys, r, want, s, trace, loose);
   if (c.whole) return uint64_t{c.lo} << 32;
   // c.lo == c.hi: the best c.need of the composites with that key, by their low halves.
   const FlatRun<kThreads, true> ties{b, m, c.lo};
   KeyRange r2;
   ties.each([&](int, uint32_t low) { r2.add(low); });
   __syncthreads();  // every thread has read the first cut's result
-  const SmallCut c2 = small_cut<kThreads>(ties, r2, c.need, s);
+  const SmallCut c2 = small_cut<kThreads>(ties, r2, c.need, s, trace);
   return (uint64_t{c.lo} << 32) | c2.lo;
 }
 
@@ -131,10 +131,12 @@ FLYOPS_DEVICE int compact_at_least(uint64_t* b, int m, uint64_t t, uint32_t* war
 // (and `floor`) to its front: returns how many; the cut is in *cut. Every thread calls it.
 template <int kThreads>
 FLYOPS_DEVICE int keep_best(uint64_t* b, int m, uint32_t want, SmallSelectSmem<kThreads>& s, uint32_t loose,
-                            uint64_t floor, uint64_t* cut) {
-  const uint64_t c = composite_cut<kThreads>(b, m, want, s, loose);
+                            uint64_t floor, uint64_t* cut, PhaseTrace* trace = nullptr) {
+  const uint64_t c = composite_cut<kThreads>(b, m, want, s, loose, trace);
   *cut = c > floor ? c : floor;
-  return compact_at_least<kThreads>(b, m, *cut, s.warp_c);
+  const int kept = compact_at_least<kThreads>(b, m, *cut, s.warp_c);
+  if (trace != nullptr) trace->mark();
+  return kept;
 }
 
 // The k best of the m >= k distinct composites in buf (element `~low half` of row xr) to a
@@ -293,7 +295,9 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     pend = 0;
   };
   // The buffer's first m > k entries cut at their k-th best (t rises to it) and compacted.
-  auto raise = [&](int m, uint32_t loose_cap) { return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t); };
+  auto raise = [&](int m, uint32_t loose_cap) {
+    return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t, loose_cap != 0 ? &trace : nullptr);
+  };
 
   uint4 q[kU], nq[kU];
   load(q, v_begin);
@@ -323,6 +327,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
       do {
         const int m = static_cast<int>(min(st.count, st.hole));
         __syncthreads();  // every thread has read the counts
+        trace.mark();  // a raise begins (its digit rounds and compaction are marked)
         const int kept = raise(m, loose);
         ++raises;
         if (tid == 0) {
