@@ -100,10 +100,11 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
-// screened stream writes no maxima), 18 the filter kernel, 19 the filter kernel in segments of the row; -1 the router) and a
-// cluster size (0: the router's; for the filter kernel, CTAs a row; for delegates, vectors per group; for the group kernel
-// (5, 15, 16), threads a row of 65-256 elements: 8, 16 or 32). Forced plans that
-// cannot run fall back to the router's choice. Not thread-safe against concurrent calls.
+// screened stream writes no maxima), 18 the filter kernel, 19 the filter kernel in segments
+// of the row; -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs
+// a row; for delegates, vectors per group; for the group kernel (5, 15, 16), threads a row of
+// 65-256 elements: 8, 16 or 32). Forced plans that cannot run fall back to the router's
+// choice. Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 
 }  // namespace flyops

@@ -295,9 +295,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     pend = 0;
   };
   // The buffer's first m > k entries cut at their k-th best (t rises to it) and compacted.
-  auto raise = [&](int m, uint32_t loose_cap) {
-    return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t, loose_cap != 0 ? &trace : nullptr);
-  };
+  auto raise = [&](int m, uint32_t loose_cap) { return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t, &trace); };
 
   uint4 q[kU], nq[kU];
   load(q, v_begin);
