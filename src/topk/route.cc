@@ -189,7 +189,10 @@ Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
   return Support{true, ""};
 }
 
-TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
+namespace {
+
+// The router's plan before measured_slower (tuned_table.h) compares it with stock.
+TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   const Support s = topk_supports(p, dev);
   if (!s.ok) return stock(s.reason);
 
@@ -282,6 +285,15 @@ TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   if (two_stage_plan(p, dev, plan)) return plan;
   return stock(c == 0 ? "row too long for one cluster and k or rows too large for two stages"
                       : "k too large to sort in shared memory");
+}
+
+}  // namespace
+
+TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
+  const TopkPlan plan = choose_kernel(p, dev);
+  if (!plan.flyops() || g_forced_kind.load(std::memory_order_relaxed) >= 0) return plan;
+  const char* why = topk::measured_slower(p, plan);
+  return why != nullptr ? stock(why) : plan;
 }
 
 namespace {

@@ -3,7 +3,8 @@
 // cluster size and two stages forced on the sampling shapes, commit of that file). The
 // one-pass cluster kernel's rows carry a fixed cost per row (its digit passes synchronise
 // the cluster); with many long fp32 rows, two stages of single-CTA segments hide it better.
-// No measured shape had stock ahead of every flyops plan, so nothing here routes to stock.
+// Where stock measured ahead of the plan these rules pick, the call goes to stock
+// (measured_slower, at the end).
 #pragma once
 
 #include "flyops/topk.h"
@@ -164,6 +165,61 @@ inline bool prefer_group_threshold(const TopkParams& p) {
   if (p.dtype == DType::kFloat32) return p.k >= 3 || p.rows >= 16384;
   if (p.k <= 4) return false;
   return p.n > 128 ? p.rows >= 16384 : p.n > 64 && p.rows >= 65536;
+}
+
+// Where stock measured faster than the plan the rules above pick: the call goes to stock.
+// Source: the router against stock in one process (`scripts/topk-force-ab.py --forces=-1,0`,
+// twenty-ninth session, runs 2-4; docs/perf-notes.md, "Rows of 512-4096 and stock"): rows
+// 256-32768 x N 512-8192 x k 8-512, and rows 1-16 x N 2^20-2^24 and 3000017 x k 2048-8192,
+// fp32, bf16 and fp16. Past the warp kernel (N > 512 or k > 32) such rows take a
+// CTA a row (the cluster kernel, or the finish kernel behind the maxima): ~7-10 us a row,
+// two an SM, while stock's 16-bit kernels run these rows at about half its fp32 time. Row
+// counts between the measured ones are cut at the geometric middle (2048, 8192).
+struct StockBox {
+  bool sixteen;              // 16-bit dtypes, else fp32
+  int64_t rows_min;
+  int64_t n_lo, n_hi;        // n_lo < N <= n_hi
+  int64_t k_min, k_max;      // k_min <= k <= k_max
+};
+inline constexpr int64_t kAnyK = int64_t{1} << 40;
+inline constexpr StockBox kStockBoxes[] = {
+    // 16-bit rows of 257-512 past the warp kernel's k: the cluster kernel, 0.77-0.96x at 256-512
+    // rows for k <= 256 (1.07-1.46x past it), 0.37-0.87x from 1024 rows at every k.
+    {true, 256, 256, 512, kWarpMaxK + 1, 256},
+    {true, 1024, 256, 512, 257, kAnyK},
+    // 16-bit rows of 513-768 at k = 128-256: 0.99-1.00x at 1024 rows, 0.42-0.68x from 4096.
+    {true, 1024, 512, 768, 128, 256},
+    // 16-bit rows of 513-1024: 0.46-0.99x at 4096 and 16384 rows at every k (1.1-1.9x at 1024).
+    {true, 2048, 512, 1024, 1, kAnyK},
+    // 16-bit rows of 1025-2048: from k = 64 0.68-0.98x at 4096 rows (fp16 k = 64 1.1-1.2x, given
+    // up); at 16384 rows 0.82-1.04x at every k.
+    {true, 2048, 1024, 2048, 64, kAnyK},
+    {true, 8192, 1024, 2048, 1, kAnyK},
+    // 16-bit rows of 2049-4096: k >= 128 0.83-1.0x at 16384 rows (fp16 k = 128 1.26x, given up);
+    // k = 256 at 4096 rows 0.95x fp16, 1.05x bf16.
+    {true, 8192, 2048, 4096, 128, kAnyK},
+    {true, 2048, 2048, 4096, 256, 511},
+    // fp32 rows of 257-768 at k = 65-128 (the cluster kernel): 0.76-0.97x from 1024 rows; k <=
+    // 256 0.97-1.02x at 16384 rows.
+    {false, 1024, 256, 768, 65, 128},
+    {false, 8192, 512, 768, 65, 256},
+    // fp32 rows of 769-2048 at k = 65-128: 0.96-1.03x at 16384 rows.
+    {false, 8192, 768, 2048, 65, 128},
+};
+
+// The reason to take stock instead of `plan`, or nullptr. Also: two stages of 16-bit rows of
+// 2^20 or more at k >= 8192 (1-4 rows: 0.77-0.95x), and at k >= 4096 from 4 rows (0.90x;
+// one row 1.13-1.25x, kept).
+inline const char* measured_slower(const TopkParams& p, const TopkPlan& plan) {
+  const bool sixteen = p.dtype != DType::kFloat32;
+  for (const StockBox& b : kStockBoxes)
+    if (b.sixteen == sixteen && p.rows >= b.rows_min && p.n > b.n_lo && p.n <= b.n_hi && p.k >= b.k_min &&
+        p.k <= b.k_max)
+      return "stock measured faster on these rows (H200: many rows of 512-4096)";
+  if (sixteen && plan.kind == TopkPlan::Kind::kTwoStage && p.rows <= 16 && p.n >= (int64_t{1} << 20) &&
+      (p.k >= 8192 || (p.k >= 4096 && p.rows >= 4)))
+    return "stock measured faster on these rows (H200: two stages of 16-bit rows at k >= 4096)";
+  return nullptr;
 }
 
 }  // namespace flyops::topk

@@ -377,6 +377,45 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(odd), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
 }
 
+// Many rows of 512-4096, and two stages of long 16-bit rows at k >= 4096: stock where it
+// measured faster (tuned_table.h, measured_slower), with the reason; forcing bypasses it.
+TEST(TopkRoute, StockWhereMeasuredFaster) {
+  auto to_stock = [](DType t, int64_t rows, int64_t n, int64_t k) {
+    const TopkPlan plan = topk_choose(params(t, rows, n, k), kH200);
+    if (plan.flyops()) return false;
+    EXPECT_NE(std::string(plan.reason).find("stock measured faster"), std::string::npos) << plan.reason;
+    return true;
+  };
+  for (DType t : {DType::kBFloat16, DType::kFloat16}) {
+    EXPECT_TRUE(to_stock(t, 16384, 512, 64));
+    EXPECT_TRUE(to_stock(t, 1024, 512, 512));
+    EXPECT_TRUE(to_stock(t, 512, 512, 128));
+    EXPECT_FALSE(to_stock(t, 512, 512, 512));    // 1.07-1.09x
+    EXPECT_TRUE(to_stock(t, 4096, 768, 8));
+    EXPECT_TRUE(to_stock(t, 4096, 1024, 128));
+    EXPECT_TRUE(to_stock(t, 4096, 2048, 64));
+    EXPECT_TRUE(to_stock(t, 16384, 1536, 8));
+    EXPECT_TRUE(to_stock(t, 16384, 4096, 256));
+    EXPECT_TRUE(to_stock(t, 1, 4194304, 8192));
+    EXPECT_TRUE(to_stock(t, 4, 3000017, 4096));
+    EXPECT_FALSE(to_stock(t, 16384, 512, 8));    // the warp kernel: 8-9x
+    EXPECT_FALSE(to_stock(t, 1024, 1024, 8));    // 1.9x
+    EXPECT_FALSE(to_stock(t, 4096, 2048, 16));   // 1.2x
+    EXPECT_FALSE(to_stock(t, 16384, 8192, 64));  // 2.3x
+    EXPECT_FALSE(to_stock(t, 1, 4194304, 4096)); // one row: 1.25x
+    EXPECT_FALSE(to_stock(t, 65536, 256, 8));    // routing rows
+  }
+  EXPECT_TRUE(to_stock(DType::kFloat32, 4096, 512, 128));
+  EXPECT_TRUE(to_stock(DType::kFloat32, 16384, 768, 256));
+  EXPECT_TRUE(to_stock(DType::kFloat32, 16384, 2048, 128));
+  EXPECT_FALSE(to_stock(DType::kFloat32, 4096, 1024, 64));
+  EXPECT_FALSE(to_stock(DType::kFloat32, 16384, 512, 256));
+  EXPECT_FALSE(to_stock(DType::kFloat32, 1, 4194304, 8192));
+  flyops::topk_force(2, 1);  // a forced plan is the plan
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 16384, 512, 64), kH200).flyops());
+  flyops::topk_force(-1, 0);
+}
+
 TEST(TopkRoute, RefusalsSayWhy) {
   auto reason = [](const TopkParams& p, const DeviceInfo& dev) {
     const TopkPlan plan = topk_choose(p, dev);

@@ -41,8 +41,9 @@ def poison(shape, dtype):
 
 def assert_same_as_stock(x, k, dim=-1, largest=True, sorted=True, expect=None):
     if expect is None:  # flyops, except a sorted k too large for the in-shared-memory sort
-        route = torch.ops.flyops._route_topk(x, k, dim, largest, sorted)
-        expect = "stock" if sorted and k > 4096 and "k too large to sort" in route else "flyops"
+        route = torch.ops.flyops._route_topk(x, k, dim, largest, sorted)  # and rows stock runs faster
+        too_large = sorted and k > 4096 and "k too large to sort" in route
+        expect = "stock" if too_large or "stock measured faster" in route else "flyops"
     with flyops.disabled():
         sv, si = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
     poison(sv.shape, x.dtype)
@@ -730,6 +731,30 @@ def test_warp_kernel_every_width(dtype):
         for k in sorted({1, min(N, 8), min(N, 32)}):
             assert_same_as_stock(x, k)
             assert_same_as_stock(x, k, largest=False, sorted=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_stock_where_measured_faster(dtype):
+    """Many rows of 512-4096 go to stock where it measured faster (tuned_table.h,
+    measured_slower), with the reason in the route; the kernels the rules would have taken
+    there stay right when forced."""
+    x = randn((4096, 1024), dtype)
+    k = 128
+    route = torch.ops.flyops._route_topk(x, k)
+    if dtype == torch.float32:
+        assert route.startswith("flyops_topk_"), route
+    else:
+        assert route.startswith("stock") and "measured faster" in route, route
+    assert_same_as_stock(x, k)
+    assert_same_as_stock(randn((16384, 512), dtype), 64)
+    assert_same_as_stock(randn((1024, 8192), dtype), 64, expect="flyops")
+    for force in ((2, 1), (9, 0)):  # the cluster kernel, a CTA a row; the finish kernel
+        torch.ops.flyops._topk_force(*force)
+        for rows, n, kk in ((4096, 1024, 128), (2048, 768, 8), (1024, 2048, 64)):
+            xr = randn((rows, n), dtype)
+            assert torch.ops.flyops._route_topk(xr, kk).startswith("flyops_topk_")
+            assert_same_as_stock(xr, kk, expect="flyops")
+            assert_same_as_stock(xr, kk, largest=False, sorted=False, expect="flyops")
 
 
 # ---- layouts ---------------------------------------------------------------------------------
