@@ -76,15 +76,17 @@ FLYOPS_DEVICE uint32_t rth_best_of_threads(uint32_t best, int r, uint32_t (&list
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
-// w + W, w + 2W and w + 3W, one 16-byte vector per lane each. kThreads: kScreenThreads, or
-// kScreenWideThreads for the wide sample.
-template <typename Keys, int kThreads>
+// w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads
+// (kScreenThreads16 with kPer = 2 for 16-bit rows: the same pieces), or kScreenWideThreads
+// for the wide sample.
+template <typename Keys, int kThreads, int kPer = flyops::topk::kScreenVecsPerThread>
 __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kPer = kScreenVecsPerThread;
-  constexpr int kPieces = screen_pieces(kThreads);
+  constexpr int kPieces = kThreads / 32 * kPer;
+  static_assert(kPieces == screen_pieces(kThreads == kScreenWideThreads ? kThreads : kScreenThreads),
+                "screen_rank counts the samples of screen_pieces");
   __shared__ SmallSelectSmem<kThreads> s;
   __shared__ uint32_t lists[kThreads / 32][32];
   __shared__ uint32_t at_or_above;  // sampled keys at or above the threshold, when counted

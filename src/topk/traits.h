@@ -186,6 +186,10 @@ inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
 FLYOPS_HD constexpr int screen_pieces(int threads) { return threads / 32 * kScreenVecsPerThread; }
 inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
+// 16-bit rows: the same pieces read by twice the threads, two vectors each, so that each
+// thread's selection runs over 16 sampled keys as in fp32 (with 128 threads of 32 keys the
+// 16-bit sample took 6.9-7.2 us at 256 rows against fp32's 5.1-5.3: TopK v69).
+inline constexpr int kScreenThreads16 = 256;
 // The wide sample, for the delegates' radix chain (rows too long for the finish kernel:
 // the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
 // (16 pieces of a 2^24 row would put ~25k elements above the threshold).
