@@ -7,7 +7,6 @@ kernel time by CUPTI (torch.profiler, L2 flushed before each of five calls, the 
 import statistics
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import flyops
 from flyops.bench.common import Timer
@@ -25,19 +24,7 @@ def main():
             return event_us(fn)
 
     def kernel_us(fn):
-        for _ in range(3):
-            fn()
-        spans = []
-        for _ in range(5):
-            timer.flush_l2()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                torch.cuda.synchronize()
-            ev = [e for e in prof.events() if e.device_type.name == "CUDA" and "flyops" in e.name]
-            if ev:
-                spans.append(sum(e.time_range.end - e.time_range.start for e in ev))
-        return statistics.median(spans) if spans else float("nan")
+        return timer.kernel_us(fn, keep=lambda name: "flyops" in name)
 
     one = torch.empty(1, device="cuda")
     print(f"fill of one element: {event_us(lambda: one.fill_(1.0)):.2f} us")

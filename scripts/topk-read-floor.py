@@ -9,7 +9,6 @@ import statistics
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import flyops
 from flyops.bench.common import Timer
@@ -22,20 +21,8 @@ def main():
     def event_us(fn):
         return statistics.median(timer.samples(fn)) * 1e3
 
-    def kernel_us(fn):
-        for _ in range(3):
-            fn()
-        spans = []
-        for _ in range(5):
-            timer.flush_l2()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                torch.cuda.synchronize()
-            ev = [e for e in prof.events() if e.device_type.name == "CUDA" and "flush" not in e.name]
-            if ev:
-                spans.append(sum(e.time_range.end - e.time_range.start for e in ev))
-        return statistics.median(spans) if spans else float("nan")
+    def kernel_us(fn):  # every kernel of the call (the flush runs outside the trace)
+        return timer.kernel_us(fn)
 
     cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:]]
     for dtype in (torch.float32, torch.bfloat16):

@@ -59,6 +59,24 @@ class Timer:
     def device_ms(self, fn):
         return statistics.median(self.samples(fn))
 
+    def kernel_us(self, fn, keep=lambda name: True, calls=5):
+        """The median over `calls` calls, the L2 flushed before each, of the summed durations
+        (us, torch.profiler's CUPTI trace) of the CUDA kernels whose names `keep` accepts."""
+        from torch.profiler import ProfilerActivity, profile
+        for _ in range(3):
+            fn()
+        spans = []
+        for _ in range(calls):
+            self.flush_l2()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            ev = [e for e in prof.events() if e.device_type.name == "CUDA" and keep(e.name)]
+            if ev:
+                spans.append(sum(e.time_range.end - e.time_range.start for e in ev))
+        return statistics.median(spans) if spans else float("nan")
+
     @staticmethod
     def host_ms(fn, calls=1000, warmup=50):
         for _ in range(warmup):
