@@ -215,7 +215,7 @@ inline const char* measured_slower(const TopkParams& p, const TopkPlan& plan) {
   for (const StockBox& b : kStockBoxes)
     if (b.sixteen == sixteen && p.rows >= b.rows_min && p.n > b.n_lo && p.n <= b.n_hi && p.k >= b.k_min &&
         p.k <= b.k_max)
-      return "stock measured faster on these rows (H200: many rows of 512-4096)";
+      return "stock measured faster on these rows (H200: many rows of 257-4096 elements)";
   if (sixteen && plan.kind == TopkPlan::Kind::kTwoStage && p.rows <= 16 && p.n >= (int64_t{1} << 20) &&
       (p.k >= 8192 || (p.k >= 4096 && p.rows >= 4)))
     return "stock measured faster on these rows (H200: two stages of 16-bit rows at k >= 4096)";
