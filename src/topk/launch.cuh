@@ -274,13 +274,13 @@ struct Launcher {
     return launch_status();
   }
 
-  // Each row's screening threshold from a sample, by a CTA of kThreads (kScreenThreads, or
-  // kScreenWideThreads for the wide sample) reading kPer vectors each; it zeroes the rows'
-  // counts and done marks.
-  template <int kThreads, int kPer = kScreenVecsPerThread>
+  // Each row's screening threshold from a sample, by a CTA of kThreads (kScreenThreads or
+  // kScreenThreads16, or kScreenWideThreads for the wide sample); it zeroes the rows' counts
+  // and done marks.
+  template <int kThreads>
   static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
     ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done};
-    flyops_topk_screen<Keys, kThreads, kPer><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
+    flyops_topk_screen<Keys, kThreads><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
     return launch_status();
   }
 
@@ -328,13 +328,9 @@ struct Launcher {
         uint32_t* thresh = at(chain ? l.thresh : fl.thresh);
         uint32_t* count = at(chain ? l.count : fl.count);
         if (chain) done = at(l.done);
-        Status s;
-        if (chain)
-          s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
-        else if constexpr (sizeof(Raw) == 2)
-          s = screen_rows<kScreenThreads16, kScreenVecsPerThread / 2>(p, plan.screen, thresh, count, nullptr);
-        else
-          s = screen_rows<kScreenThreads>(p, plan.screen, thresh, count, nullptr);
+        constexpr int kThreads = sizeof(Raw) == 2 ? kScreenThreads16 : kScreenThreads;
+        const Status s = chain ? screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done)
+                               : screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
         if (s != Status::kSuccess) return s;
         d.thresh = thresh;
         d.count = count;

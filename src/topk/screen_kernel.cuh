@@ -77,16 +77,16 @@ FLYOPS_DEVICE uint32_t rth_best_of_threads(uint32_t best, int r, uint32_t (&list
 
 // Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
 // w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads
-// (kScreenThreads16 with kPer = 2 for 16-bit rows: the same pieces), or kScreenWideThreads
-// for the wide sample.
-template <typename Keys, int kThreads, int kPer = flyops::topk::kScreenVecsPerThread>
+// (kScreenThreads16 for 16-bit rows: the same pieces, fewer a thread), or kScreenWideThreads
+// for the wide sample, whose pieces grow with its threads (screen_rank counts them so).
+template <typename Keys, int kThreads>
 __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kPieces = kThreads / 32 * kPer;
-  static_assert(kPieces == screen_pieces(kThreads == kScreenWideThreads ? kThreads : kScreenThreads),
-                "screen_rank counts the samples of screen_pieces");
+  constexpr int kPieces = kThreads == kScreenWideThreads ? screen_pieces(kThreads) : kScreenPieces;
+  constexpr int kPer = kPieces / (kThreads / 32);
+  static_assert(kPer * (kThreads / 32) == kPieces, "whole pieces a warp");
   __shared__ SmallSelectSmem<kThreads> s;
   __shared__ uint32_t lists[kThreads / 32][32];
   __shared__ uint32_t at_or_above;  // sampled keys at or above the threshold, when counted
