@@ -42,6 +42,7 @@ struct TopkPlan {
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
     kDelegate,  // many long rows: the k best group maxima pick k groups, then their k best
     kFilter,    // many long rows in one pass: a running threshold's survivors in shared memory
+    kRows,      // N <= 4096: a warp per row, the row's keys in shared memory, 8-bit digit rounds
   };
   // How one radix selection runs: kCluster or kTwoStage with their geometry.
   struct Selection {
@@ -76,7 +77,8 @@ struct TopkPlan {
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kFilter: clusters of `cluster` CTAs a row; past one, each takes a segment and a second
-  // kernel merges their k best.
+  // kernel merges their k best. kArgmax: segments a row, each a row of `cluster` CTAs, then
+  // one CTA a row over their winners.
   int segs = 1;
   bool flyops() const { return kind != Kind::kStock; }
   Selection selection() const { return {kind, cluster, seg_len, seg_cluster}; }
@@ -101,7 +103,7 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
 // screened stream writes no maxima), 18 the filter kernel, 19 the filter kernel in segments
-// of the row; -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs
+// of the row, 20 the rows kernel; -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs
 // a row; for delegates, vectors per group; for the group kernel (5, 15, 16), threads a row of
 // 65-256 elements: 8, 16 or 32). Forced plans that cannot run fall back to the router's
 // choice. Not thread-safe against concurrent calls.

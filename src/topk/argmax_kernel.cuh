@@ -26,6 +26,20 @@ struct ArgmaxArgs {
   int64_t* indices;
 };
 
+// A row in segments (rows of the arg-max kernel): each segment's winner, then one CTA a row
+// over them, re-reading each winner's bits, so NaNs and ties resolve as in one pass (the
+// greatest order key, then the lowest position).
+struct ArgmaxMergeArgs {
+  const void* x;
+  int64_t row_stride;
+  int64_t seg;                 // elements a segment
+  int segs;                    // segments a row
+  bool largest;
+  const int64_t* seg_indices;  // [rows * segs] each segment's winner, within the segment
+  void* values;                // [rows, 1]
+  int64_t* indices;
+};
+
 }  // namespace flyops::topk
 
 #if defined(__CUDACC__)
@@ -133,6 +147,35 @@ __global__ void __launch_bounds__(flyops::topk::kArgmaxThreads, 2) flyops_topk_a
       const uint32_t key = static_cast<uint32_t>(b >> 32);
       const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(b);
       static_cast<Raw*>(a.values)[row] = element_bits<Keys>(key, a.largest, xrow, pos);  // NaNs read back
+      a.indices[row] = pos;
+    }
+  }
+}
+
+template <typename Keys>
+__global__ void __launch_bounds__(flyops::topk::kArgmaxMergeThreads) flyops_topk_argmax_merge(
+    flyops::topk::ArgmaxMergeArgs a) {
+  using namespace flyops;
+  using namespace flyops::topk;
+  using Raw = typename Keys::Raw;
+  __shared__ uint64_t warp_best[kArgmaxMergeThreads / 32];
+  const int64_t row = blockIdx.x;
+  const Raw* xrow = static_cast<const Raw*>(a.x) + row * a.row_stride;
+  const int64_t* win = a.seg_indices + row * a.segs;
+  uint64_t best = 0;
+  for (int s = threadIdx.x; s < a.segs; s += kArgmaxMergeThreads) {
+    const uint32_t pos = static_cast<uint32_t>(s * a.seg + win[s]);
+    const uint64_t c = (uint64_t{order_key<Keys>(xrow[pos], a.largest)} << 32) | (0xffffffffu - pos);
+    best = c > best ? c : best;
+  }
+  best = tile::warp_max_u64(best);
+  if ((threadIdx.x & 31) == 0) warp_best[threadIdx.x >> 5] = best;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    best = tile::warp_max_u64(threadIdx.x < kArgmaxMergeThreads / 32 ? warp_best[threadIdx.x] : 0);
+    if (threadIdx.x == 0) {
+      const uint32_t pos = 0xffffffffu - static_cast<uint32_t>(best);
+      static_cast<Raw*>(a.values)[row] = xrow[pos];
       a.indices[row] = pos;
     }
   }

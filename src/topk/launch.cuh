@@ -14,6 +14,7 @@
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
 #include "group_kernel.cuh"
+#include "rows_kernel.cuh"
 #include "screen_kernel.cuh"
 #include "tuned_table.h"
 #include "warp_kernel.cuh"
@@ -97,6 +98,30 @@ struct Launcher {
     return group_ge<8, 32>(p, thr);
   }
 
+  // A warp a row (rows_kernel.cuh), kRowsWarps rows a CTA.
+  static Status rows(const TopkParams& p) {
+    if constexpr (Keys::kIdentity) {
+      return Status::kUnsupported;
+    } else {
+      if (!rows_fit(p.n, p.k, p.sorted) || !prepare(p.device)) return Status::kUnsupported;
+      RowsArgs a{};
+      a.x = p.x;
+      a.rows = p.rows;
+      a.n = static_cast<int>(p.n);
+      a.row_stride = p.x_row_stride;
+      a.k = static_cast<int>(p.k);
+      a.largest = p.largest;
+      a.sorted = p.sorted;
+      a.vec = group_vec_loads(p.x, p.n, p.rows, p.x_row_stride, static_cast<int>(sizeof(Raw)));
+      a.smem = rows_smem(p.n, static_cast<int>(sizeof(Raw)), p.k, p.sorted);
+      a.values = p.values;
+      a.indices = p.indices;
+      const int64_t grid = (p.rows + kRowsWarps - 1) / kRowsWarps;
+      flyops_topk_rows<Keys><<<static_cast<unsigned>(grid), kRowsThreads, kRowsWarps * a.smem.per_warp, p.stream>>>(a);
+      return launch_status();
+    }
+  }
+
   // Lifts the kernel's shared-memory limit and allows 16-CTA clusters, once per device.
   static bool prepare(int device) {
     return per_device_once<Launcher<Keys>, 0>(device, [] {
@@ -114,6 +139,9 @@ struct Launcher {
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kFilterSmem) == cudaSuccess;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_filter_merge<Keys>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kFilterSmem) == cudaSuccess;
+               ok = ok && cudaFuncSetAttribute(&flyops_topk_rows<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
+                              cudaSuccess;
              }
              if (!ok) cudaGetLastError();
              return ok ? 1 : 0;
@@ -195,12 +223,24 @@ struct Launcher {
     return Launcher::cluster(b, t.n2, plan.cluster, p.stream, p.device);
   }
 
-  static Status argmax(const TopkParams& p, int cluster) {
-    ArgmaxArgs a{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, p.values, p.indices};
-    a.slice = ((p.n + cluster - 1) / cluster + 7) / 8 * 8;
+  // In `segs` segments a row (contiguous rows, equal segments): the segments' winners into
+  // the workspace as rows of their own, then one CTA a row over them.
+  static Status argmax(const TopkParams& p, int cluster, int segs) {
     if (!prepare(p.device)) return Status::kUnsupported;
-    return launched(tile::launch_cluster(&flyops_topk_argmax<Keys>, dim3(unsigned(p.rows * cluster)),
-                                         dim3(kArgmaxThreads), 0, p.stream, cluster, a));
+    const int64_t seg = p.n / segs;
+    int64_t* seg_indices = static_cast<int64_t*>(p.workspace);
+    ArgmaxArgs a{p.x, p.rows * segs, seg, segs > 1 ? seg : p.x_row_stride, 0, p.largest, p.values, p.indices};
+    if (segs > 1) {
+      a.indices = seg_indices;
+      a.values = seg_indices + p.rows * segs;
+    }
+    a.slice = ((seg + cluster - 1) / cluster + 7) / 8 * 8;
+    const Status s = launched(tile::launch_cluster(&flyops_topk_argmax<Keys>, dim3(unsigned(a.rows * cluster)),
+                                                   dim3(kArgmaxThreads), 0, p.stream, cluster, a));
+    if (s != Status::kSuccess || segs == 1) return s;
+    ArgmaxMergeArgs m{p.x, p.x_row_stride, seg, segs, p.largest, seg_indices, p.values, p.indices};
+    flyops_topk_argmax_merge<Keys><<<static_cast<unsigned>(p.rows), kArgmaxMergeThreads, 0, p.stream>>>(m);
+    return launch_status();
   }
 
   // A radix selection: one cluster pass per row, or two stages; rows with skip[row] set
@@ -418,10 +458,11 @@ struct Launcher {
       case TopkPlan::Kind::kWarp: return warp(p);
       case TopkPlan::Kind::kGroup: return group(p, plan);
       case TopkPlan::Kind::kCluster: return one_pass(p, plan.cluster, nullptr, 0, plan.gather);
-      case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster);
+      case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster, plan.segs);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
       case TopkPlan::Kind::kDelegate: return delegates(p, plan);
       case TopkPlan::Kind::kFilter: return filter(p, plan.cluster, plan.segs);
+      case TopkPlan::Kind::kRows: return rows(p);
       default: return Status::kUnsupported;
     }
   }

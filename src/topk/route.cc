@@ -57,6 +57,21 @@ int argmax_cluster(int64_t rows, int64_t n, const DeviceInfo& dev) {
   return c;
 }
 
+// A long row's arg-max in segments (rows of the arg-max kernel, then a merge): rows of 8 MiB
+// or more (2^21 fp32, 2^22 16-bit elements; shorter ones are launch-bound: 2 x 2^21 bf16
+// measured 0.96x of the plain plan, TopK v70) where the plain plan fills less than half the
+// GPU; contiguous rows cut into equal, whole-vector segments of at least kArgmaxMinSegment,
+// about two CTAs an SM in all. 1: no segments.
+int argmax_segments(const TopkParams& p, int plain_cluster, const DeviceInfo& dev) {
+  if (p.n * elem_bytes(p.dtype) < (int64_t{8} << 20) || (p.rows > 1 && p.x_row_stride != p.n)) return 1;
+  if (p.rows * plain_cluster * 2 > int64_t(dev.sm_count)) return 1;
+  int segs = 1;
+  while (p.rows * segs * 2 <= 2 * int64_t(dev.sm_count) && p.n % (2 * segs) == 0 && (p.n / (2 * segs)) % 8 == 0 &&
+         p.n / (2 * segs) >= topk::kArgmaxMinSegment)
+    segs *= 2;
+  return segs >= 4 && argmax_cluster(p.rows * segs, p.n / segs, dev) != 0 ? segs : 1;
+}
+
 bool cluster_fits(int64_t n, int c, DType t, int64_t k, bool sorted, int gather = 0) {
   return c >= 1 && c <= topk::kMaxCluster &&
          topk::cluster_geometry(n, c, elem_bytes(t), k, sorted, gather).fits;
@@ -222,6 +237,10 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     plan.cluster = forced_c;
     return plan;
   }
+  if (forced == 20 && topk::rows_fit(p.n, p.k, p.sorted) && p.rows <= int64_t{INT_MAX} * topk::kRowsWarps) {
+    plan.kind = TopkPlan::Kind::kRows;
+    return plan;
+  }
   if (forced == 18 && filter_plan(p, forced_c, 1, plan)) return plan;
   if (forced == 19 && filter_plan(p, forced_c, filter_segs(p, forced_c, dev), plan)) return plan;
   // 11: as 2, without the gather ending (A/B).
@@ -233,6 +252,11 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
 
+  // Many rows of up to 4096: the rows kernel where it measured faster (tuned_table.h).
+  if (forced < 0 && topk::prefer_rows(p) && p.rows <= int64_t{INT_MAX} * topk::kRowsWarps) {
+    plan.kind = TopkPlan::Kind::kRows;
+    return plan;
+  }
   // Short rows: the group kernel where it measured faster than the warp kernel
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {
@@ -246,6 +270,12 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   }
   if (p.k == 1 && !radix_only) {
     const int ca = argmax_cluster(p.rows, p.n, dev);
+    if (const int segs = argmax_segments(p, ca == 0 ? topk::kMaxCluster : ca, dev); segs > 1) {
+      plan.kind = TopkPlan::Kind::kArgmax;
+      plan.segs = segs;
+      plan.cluster = argmax_cluster(p.rows * segs, p.n / segs, dev);
+      return plan;
+    }
     if (ca != 0) {
       plan.kind = TopkPlan::Kind::kArgmax;
       plan.cluster = ca;
@@ -336,7 +366,10 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
                     plan.gather != 0 ? ",gather" : "");
       break;
     case TopkPlan::Kind::kArgmax:
-      std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
+      if (plan.segs > 1)
+        std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d,seg%d>", dtype_name(dtype), plan.cluster, plan.segs);
+      else
+        std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;
     case TopkPlan::Kind::kFilter:
       if (plan.segs > 1)
@@ -344,6 +377,7 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
       else
         std::snprintf(buf, len, "flyops_topk_filter<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;
+    case TopkPlan::Kind::kRows: std::snprintf(buf, len, "flyops_topk_rows<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kTwoStage:
       std::snprintf(buf, len, "flyops_topk_two_stage<%s,seg%lldx%d,c%d>", dtype_name(dtype),
                     static_cast<long long>(plan.seg_len), plan.seg_cluster, plan.cluster);
@@ -361,6 +395,8 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
     return static_cast<std::size_t>(
         topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), list_cap).total);
   }
+  if (plan.kind == TopkPlan::Kind::kArgmax)  // the segments' winners: indices, then values
+    return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * (8 + elem_bytes(p.dtype))) : 0;
   if (plan.kind == TopkPlan::Kind::kFilter)  // the segments' k best composites
     return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * p.k * 8) : 0;
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));

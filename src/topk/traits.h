@@ -24,6 +24,30 @@ FLYOPS_HD T pow2_ceil(T v) {
   return p;
 }
 
+// ---- rows kernel (rows_kernel.cuh): a warp a row of up to kRowsMaxN, keys in shared memory --
+inline constexpr int kRowsThreads = 128;
+inline constexpr int kRowsWarps = kRowsThreads / 32;
+inline constexpr int kRowsMaxN = 4096;
+inline constexpr int kRowsSortMaxK = 256;  // a sorted k is ranked in the warp: k^2 / 32 a lane
+inline constexpr int kRowsUnroll = 4;      // 16-byte loads in flight a lane
+// Whether the rows kernel takes rows of n at k (unsorted: any k).
+FLYOPS_HD constexpr bool rows_fit(int64_t n, int64_t k, bool sorted) {
+  return n >= 1 && n <= kRowsMaxN && k >= 1 && k <= n && (!sorted || k <= kRowsSortMaxK);
+}
+// A warp's shared memory, in bytes from its base: the 256-bin histogram, the sorted k's
+// composites, the row's keys (elem_bytes each, room for whole 16-byte vectors).
+struct RowsSmem {
+  int hist, stage, keys, per_warp;
+};
+FLYOPS_HD constexpr RowsSmem rows_smem(int64_t n, int elem_bytes, int64_t k, bool sorted) {
+  RowsSmem s{};
+  s.hist = 0;
+  s.stage = 256 * 4;
+  s.keys = s.stage + (sorted ? static_cast<int>(k) * 8 + 15 : 0) / 16 * 16;
+  s.per_warp = s.keys + static_cast<int>(n * elem_bytes + 15) / 16 * 16;
+  return s;
+}
+
 // ---- group kernel: kG threads per row, kE elements each, k <= kGroupMaxK ---------------------
 // Which of it and the warp kernel takes a row is measured: tuned_table.h.
 inline constexpr int kGroupThreads = 128;
@@ -76,6 +100,9 @@ FLYOPS_HD int group_list(int64_t k) { return k <= 1 ? 1 : k <= 2 ? 2 : k <= 4 ? 
 // ---- arg-max kernel (k == 1 on long rows) -----------------------------------------------------
 inline constexpr int kArgmaxThreads = 512;
 inline constexpr int64_t kArgmaxMaxSlice = 1 << 20;  // elements per CTA at most
+// A long row in segments (argmax_kernel.cuh): each at least this long, and the merge CTA.
+inline constexpr int64_t kArgmaxMinSegment = 32768;
+inline constexpr int kArgmaxMergeThreads = 256;
 
 // ---- delegates (delegate_kernel.cuh): many long rows through group maxima ------------------
 inline constexpr int kDelegateThreads = 256;

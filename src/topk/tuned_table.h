@@ -167,6 +167,35 @@ inline bool prefer_group_threshold(const TopkParams& p) {
   return p.n > 128 ? p.rows >= 16384 : p.n > 64 && p.rows >= 65536;
 }
 
+// The rows kernel (a warp a row, rows_kernel.cuh) ahead of every rule above. Source: it, the
+// router and stock forced in one process (`scripts/topk-force-ab.py --forces=-1,0,20`,
+// thirtieth session, run 2: rows 64-16384 x N 200-4096 x k 1-256, fp32, bf16, fp16, sorted):
+// - N <= 512 at k >= 32, where the warp kernel's k rounds or a CTA a row ran: 0.05-0.56x of
+//   the router's time (bf16 16384 x 200 k = 64 37 against 732 us, 3.3x stock's), except fp32
+//   under 256 rows of 257-512 at k >= 64 (1.09-1.22x against the cluster kernel); at k <= 8
+//   the group and warp kernels stay ahead (1.1-2.9x). k = 9-31 is not measured: from 16.
+// - N of 513-4096 from 1024 rows at k >= 2: 0.16-0.97x (bf16 16384 x 1024 k = 64 63 against
+//   stock's 352 us), except fp32 rows of 2049-4096 at k < 256 (1.0-1.6x against the
+//   delegates) unless k >= 128 from 4096 rows or k >= 64 from 16384; 16-bit rows of 513-1024
+//   from 256 rows (0.77-0.96x; fp32 there 1.0-1.4x, 16-bit rows of 2048 at 256 rows 0.8-1.5x).
+// - k = 1 on 513-2048 from 4096 rows, where the arg-max kernel takes a CTA a row or stock runs:
+//   0.16-0.85x, except fp32 rows of 1025-2048 under 16384 rows (1.18x).
+// Under 64 rows, or 256 past N = 512, the rows are too few for a warp each (1.1-6.5x).
+inline bool prefer_rows(const TopkParams& p) {
+  const bool sixteen = p.dtype != DType::kFloat32;
+  if (p.k > kRowsSortMaxK || p.n > kRowsMaxN || p.rows < 64) return false;
+  if (p.n <= 512) {
+    if (p.k < 16) return false;
+    return p.k <= 32 || sixteen || p.rows >= 256 || p.n <= 256;
+  }
+  if (p.k == 1) return p.rows >= 4096 && p.n <= 2048 && (p.n <= 1024 || sixteen || p.rows >= 16384);
+  if (p.rows >= 1024) {
+    if (!sixteen && p.n > 2048) return p.k >= 256 || (p.k >= 128 && p.rows >= 4096) || (p.k >= 64 && p.rows >= 16384);
+    return true;
+  }
+  return p.rows >= 256 && sixteen && p.n <= 1024;
+}
+
 // Where stock measured faster than the plan the rules above pick: the call goes to stock.
 // Source: the router against stock in one process (`scripts/topk-force-ab.py --forces=-1,0`,
 // twenty-ninth session, runs 2-4; docs/perf-notes.md, "Rows of 512-4096 and stock"): rows
@@ -183,12 +212,11 @@ struct StockBox {
 };
 inline constexpr int64_t kAnyK = int64_t{1} << 40;
 inline constexpr StockBox kStockBoxes[] = {
-    // 16-bit rows of 257-512 past the warp kernel's k: the cluster kernel, 0.77-0.96x at 256-512
-    // rows for k <= 256 (1.07-1.46x past it), 0.37-0.87x from 1024 rows at every k.
-    {true, 256, 256, 512, kWarpMaxK + 1, 256},
+    // What the rows kernel (prefer_rows) leaves of the measured boxes: sorted k past
+    // kRowsSortMaxK, k = 1 under 4096 rows, and fp16 / bf16 k = 128-256 at 1024-2048 rows of
+    // 2049-4096 ... (boxes wholly inside prefer_rows were dropped with it, thirtieth session).
+    // 16-bit rows of 257-512 past k = 256: 0.37-0.87x from 1024 rows.
     {true, 1024, 256, 512, 257, kAnyK},
-    // 16-bit rows of 513-768 at k = 128-256: 0.99-1.00x at 1024 rows, 0.42-0.68x from 4096.
-    {true, 1024, 512, 768, 128, 256},
     // 16-bit rows of 513-1024: 0.46-0.99x at 4096 and 16384 rows at every k (1.1-1.9x at 1024).
     {true, 2048, 512, 1024, 1, kAnyK},
     // 16-bit rows of 1025-2048: from k = 64 0.68-0.98x at 4096 rows (fp16 k = 64 1.1-1.2x, given
@@ -199,18 +227,13 @@ inline constexpr StockBox kStockBoxes[] = {
     // k = 256 at 4096 rows 0.95x fp16, 1.05x bf16.
     {true, 8192, 2048, 4096, 128, kAnyK},
     {true, 2048, 2048, 4096, 256, 511},
-    // fp32 rows of 257-768 at k = 65-128 (the cluster kernel): 0.76-0.97x from 1024 rows; k <=
-    // 256 0.97-1.02x at 16384 rows.
-    {false, 1024, 256, 768, 65, 128},
-    {false, 8192, 512, 768, 65, 256},
-    // fp32 rows of 769-2048 at k = 65-128: 0.96-1.03x at 16384 rows.
-    {false, 8192, 768, 2048, 65, 128},
 };
 
-// The reason to take stock instead of `plan`, or nullptr. Also: two stages of 16-bit rows of
+// The reason to take stock instead of `plan` (any but the rows kernel's), or nullptr. Also: two stages of 16-bit rows of
 // 2^20 or more at k >= 8192 (1-4 rows: 0.77-0.95x), and at k >= 4096 from 4 rows (0.90x;
 // one row 1.13-1.25x, kept).
 inline const char* measured_slower(const TopkParams& p, const TopkPlan& plan) {
+  if (plan.kind == TopkPlan::Kind::kRows) return nullptr;  // measured against stock itself
   const bool sixteen = p.dtype != DType::kFloat32;
   for (const StockBox& b : kStockBoxes)
     if (b.sixteen == sixteen && p.rows >= b.rows_min && p.n > b.n_lo && p.n <= b.n_hi && p.k >= b.k_min &&

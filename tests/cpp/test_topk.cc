@@ -268,6 +268,61 @@ TEST(TopkRoute, GroupThreadsForced) {
   EXPECT_EQ(topk::group_shape(64, 4096, 32).g, 8);  // rows of 64 or fewer keep their shape
 }
 
+// The rows kernel (force 20): any row of up to kRowsMaxN, a sorted k up to kRowsSortMaxK,
+// unsorted any k; past that the router's plan. Its shared memory leaves room for whole
+// 16-byte vectors and keeps the composites 8-byte aligned.
+TEST(TopkRoute, RowsKernelForced) {
+  flyops::topk_force(20, 0);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 16384, 1024, 64)), "flyops_topk_rows<bf16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 3, 4096, 256)), "flyops_topk_rows<fp32>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 5, 1, 1)), "flyops_topk_rows<fp16>");
+  TopkParams unsorted = params(DType::kFloat32, 64, 4096, 4096);
+  unsorted.sorted = false;
+  EXPECT_EQ(plan_name(unsorted), "flyops_topk_rows<fp32>");
+  EXPECT_NE(plan_name(params(DType::kFloat32, 64, 4096, 257)), "flyops_topk_rows<fp32>");
+  EXPECT_NE(plan_name(params(DType::kFloat32, 64, 4097, 8)), "flyops_topk_rows<fp32>");
+  flyops::topk_force(-1, 0);
+  const topk::RowsSmem s = topk::rows_smem(1001, 2, 7, true);
+  EXPECT_EQ(s.stage % 8, 0);
+  EXPECT_EQ(s.keys % 16, 0);
+  EXPECT_GE(s.keys - s.stage, 7 * 8);
+  EXPECT_GE(s.per_warp - s.keys, 1001 * 2);
+  EXPECT_EQ(s.per_warp % 16, 0);
+  EXPECT_EQ(topk::rows_smem(1001, 2, 7, false).keys, s.stage);
+}
+
+// The rows kernel by the router (tuned_table.h, prefer_rows): k >= 16 on rows of up to 512,
+// k >= 2 from 1024 rows of up to 4096 (fp32 rows past 2048 only at large k), 16-bit rows of
+// up to 1024 from 256 rows, k = 1 from 4096 rows of up to 2048; never under 64 rows.
+TEST(TopkRoute, RowsKernelByRule) {
+  auto rows = [](DType t, int64_t r, int64_t n, int64_t k) {
+    return plan_name(params(t, r, n, k)).rfind("flyops_topk_rows<", 0) == 0;
+  };
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    EXPECT_TRUE(rows(t, 64, 200, 64));
+    EXPECT_TRUE(rows(t, 16384, 300, 32));
+    EXPECT_FALSE(rows(t, 16384, 300, 8));   // the warp kernel
+    EXPECT_FALSE(rows(t, 65536, 256, 8));   // the group kernel
+    EXPECT_FALSE(rows(t, 32, 200, 64));     // too few rows
+    EXPECT_TRUE(rows(t, 1024, 1024, 8));
+    EXPECT_TRUE(rows(t, 16384, 2048, 256));
+    EXPECT_FALSE(rows(t, 16384, 2048, 257)); // sorted past the kernel's sort
+    EXPECT_FALSE(rows(t, 16384, 4097, 8));
+    EXPECT_TRUE(rows(t, 4096, 1024, 1));
+    EXPECT_FALSE(rows(t, 1024, 1024, 1));   // the arg-max kernel
+    EXPECT_FALSE(rows(t, 64, 4096, 64));
+  }
+  EXPECT_FALSE(rows(DType::kFloat32, 64, 512, 64));  // the cluster kernel, fp32
+  EXPECT_TRUE(rows(DType::kBFloat16, 64, 512, 64));
+  EXPECT_FALSE(rows(DType::kFloat32, 256, 1024, 64));
+  EXPECT_TRUE(rows(DType::kBFloat16, 256, 1024, 64));
+  EXPECT_FALSE(rows(DType::kFloat32, 4096, 4096, 64));  // the delegates
+  EXPECT_TRUE(rows(DType::kFloat32, 4096, 4096, 128));
+  EXPECT_TRUE(rows(DType::kBFloat16, 4096, 4096, 8));
+  EXPECT_FALSE(rows(DType::kFloat32, 4096, 2048, 1));
+  EXPECT_TRUE(rows(DType::kBFloat16, 4096, 2048, 1));
+}
+
 // Two threads of 32 for rows of 33-64 (TopK v64): 16-bit rows with 16-byte loads only,
 // forced or, at k >= 5 from 65536 rows, by the rule.
 TEST(TopkRoute, GroupLongRuns) {
@@ -330,10 +385,18 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 256, 1)), "flyops_topk_warp<fp32>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 4096, 257, 8)), "flyops_topk_warp<bf16>");  // row past the group
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 64, 9)), "flyops_topk_warp<fp32>");  // k past the lists
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_cluster<fp32,c1>");  // row past both
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4096, 513, 8)), "flyops_topk_rows<fp32>");  // row past both
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 513, 8)), "flyops_topk_cluster<fp32,c1,gather>");  // too few for it
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 128256, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1)), "flyops_topk_argmax<fp32,c8>");  // 4000 a CTA
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1)), "flyops_topk_argmax<fp32,c1>");
+  // Rows of 8 MiB or more on few CTAs: in segments, then a merge.
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 1)), "flyops_topk_argmax<fp32,c1,seg256>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 4, 1 << 22, 1)), "flyops_topk_argmax<bf16,c1,seg64>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 21, 1)), "flyops_topk_argmax<fp32,c2,seg64>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 1 << 21, 1)).find(",seg"), std::string::npos);  // 4 MiB rows
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 20, 1)), "flyops_topk_argmax<fp32,c16>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 3000017, 1)), "flyops_topk_argmax<fp32,c16>");  // no equal segments
   // Under 64 rows at k <= 100 the finish kernel's register forms, unscreened (TopK v66); the
   // cluster kernel keeps single rows at larger k.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
@@ -377,8 +440,9 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(odd), "flyops_topk_two_stage<fp32,seg16384x1,c1>");
 }
 
-// Many rows of 512-4096, and two stages of long 16-bit rows at k >= 4096: stock where it
-// measured faster (tuned_table.h, measured_slower), with the reason; forcing bypasses it.
+// Many 16-bit rows of 512-4096 where the rows kernel does not take them, and two stages of
+// long 16-bit rows at k >= 4096: stock where it measured faster (tuned_table.h,
+// measured_slower), with the reason; forcing bypasses it.
 TEST(TopkRoute, StockWhereMeasuredFaster) {
   auto to_stock = [](DType t, int64_t rows, int64_t n, int64_t k) {
     const TopkPlan plan = topk_choose(params(t, rows, n, k), kH200);
@@ -387,32 +451,30 @@ TEST(TopkRoute, StockWhereMeasuredFaster) {
     return true;
   };
   for (DType t : {DType::kBFloat16, DType::kFloat16}) {
-    EXPECT_TRUE(to_stock(t, 16384, 512, 64));
-    EXPECT_TRUE(to_stock(t, 1024, 512, 512));
-    EXPECT_TRUE(to_stock(t, 512, 512, 128));
+    EXPECT_TRUE(to_stock(t, 1024, 512, 512));    // sorted k past the rows kernel
     EXPECT_FALSE(to_stock(t, 512, 512, 512));    // 1.07-1.09x
-    EXPECT_TRUE(to_stock(t, 4096, 768, 8));
-    EXPECT_TRUE(to_stock(t, 4096, 1024, 128));
-    EXPECT_TRUE(to_stock(t, 4096, 2048, 64));
-    EXPECT_TRUE(to_stock(t, 16384, 1536, 8));
-    EXPECT_TRUE(to_stock(t, 16384, 4096, 256));
+    EXPECT_TRUE(to_stock(t, 16384, 1024, 512));
+    EXPECT_TRUE(to_stock(t, 2048, 1024, 1));     // k = 1 under the rows kernel's 4096 rows
+    EXPECT_TRUE(to_stock(t, 16384, 1536, 300));
+    EXPECT_TRUE(to_stock(t, 16384, 4096, 300));
     EXPECT_TRUE(to_stock(t, 1, 4194304, 8192));
     EXPECT_TRUE(to_stock(t, 4, 3000017, 4096));
     EXPECT_FALSE(to_stock(t, 16384, 512, 8));    // the warp kernel: 8-9x
-    EXPECT_FALSE(to_stock(t, 1024, 1024, 8));    // 1.9x
-    EXPECT_FALSE(to_stock(t, 4096, 2048, 16));   // 1.2x
+    EXPECT_FALSE(to_stock(t, 1024, 1024, 8));    // the rows kernel
+    EXPECT_FALSE(to_stock(t, 16384, 512, 64));
+    EXPECT_FALSE(to_stock(t, 4096, 2048, 64));
+    EXPECT_FALSE(to_stock(t, 16384, 4096, 256));
     EXPECT_FALSE(to_stock(t, 16384, 8192, 64));  // 2.3x
     EXPECT_FALSE(to_stock(t, 1, 4194304, 4096)); // one row: 1.25x
     EXPECT_FALSE(to_stock(t, 65536, 256, 8));    // routing rows
   }
-  EXPECT_TRUE(to_stock(DType::kFloat32, 4096, 512, 128));
-  EXPECT_TRUE(to_stock(DType::kFloat32, 16384, 768, 256));
-  EXPECT_TRUE(to_stock(DType::kFloat32, 16384, 2048, 128));
+  EXPECT_FALSE(to_stock(DType::kFloat32, 4096, 512, 128));  // the rows kernel
+  EXPECT_FALSE(to_stock(DType::kFloat32, 16384, 768, 256));
   EXPECT_FALSE(to_stock(DType::kFloat32, 4096, 1024, 64));
   EXPECT_FALSE(to_stock(DType::kFloat32, 16384, 512, 256));
   EXPECT_FALSE(to_stock(DType::kFloat32, 1, 4194304, 8192));
   flyops::topk_force(2, 1);  // a forced plan is the plan
-  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 16384, 512, 64), kH200).flyops());
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 16384, 1024, 512), kH200).flyops());
   flyops::topk_force(-1, 0);
 }
 

@@ -1,7 +1,8 @@
 """A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
 checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this
-(with the argument `filter`: the filter kernel's cases alone, for kns=flyops_topk_filter)."""
+(with the argument `filter` or `rows`: that kernel's cases alone, for kns=flyops_topk_filter
+or kns=flyops_topk_rows)."""
 
 import sys
 
@@ -43,17 +44,35 @@ def filter_cases(dtype):
     return cases, failures
 
 
+def rows_cases(dtype):
+    """The rows kernel (forced): aligned and misaligned rows at each digit's cut, a partial
+    last CTA, ties and NaNs, sorted and unsorted. Returns (cases, failures)."""
+    force = torch.ops.flyops._topk_force
+    cases = failures = 0
+    force(20, 0)
+    for rows, n, k in ((5, 1, 1), (37, 257, 64), (9, 1024, 256), (6, 4096, 100), (3, 4095, 4095)):
+        x = torch.randn(rows, n + 1, device="cuda").to(dtype)[:, 1:]
+        x[:, ::17] = float("nan")
+        for xx in (x, x.contiguous()):
+            for largest, sorted in ((True, k <= 256), (False, False)):
+                cases += 1
+                failures += not check(xx, k, largest, sorted)
+    force(-1, 0)
+    return cases, failures
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
     cases = 0
     force = torch.ops.flyops._topk_force
-    if sys.argv[1:] == ["filter"]:  # that kernel alone (a sanitizer run on one kernel)
+    subsets = {"filter": filter_cases, "rows": rows_cases}
+    if sys.argv[1:2] and sys.argv[1] in subsets:  # one kernel alone (a sanitizer run on one kernel)
         for dtype in (torch.float32, torch.bfloat16):
-            c, f = filter_cases(dtype)
+            c, f = subsets[sys.argv[1]](dtype)
             cases += c
             failures += f
-        print(f"topk sanitizer workload (filter): {cases - failures} passed, {failures} failed")
+        print(f"topk sanitizer workload ({sys.argv[1]}): {cases - failures} passed, {failures} failed")
         return 1 if failures else 0
     for dtype in (torch.float32, torch.bfloat16):
         for rows, n, k in ((3, 1, 1), (37, 8, 8), (5, 33, 7), (64, 64, 8), (64, 256, 8), (9, 512, 3), (7, 1000, 32), (2, 4097, 50),
@@ -161,9 +180,10 @@ def main():
         failures += not check(x, 100)
         failures += not check(x, 100, True, False)
         force(-1, 0)
-        c, f = filter_cases(dtype)
-        cases += c
-        failures += f
+        for subset in (filter_cases, rows_cases):
+            c, f = subset(dtype)
+            cases += c
+            failures += f
     torch.cuda.synchronize()
     print(f"topk sanitizer workload: {cases - failures} passed, {failures} failed")
     return 1 if failures else 0

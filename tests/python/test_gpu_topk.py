@@ -734,19 +734,79 @@ def test_warp_kernel_every_width(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_argmax_in_segments(dtype):
+    """k = 1 on rows of 2^21 or more: the segments' winners, then a merge. The best value in
+    two segments (a tie), NaNs of both signs in late segments (the lowest position's bits),
+    -inf and +inf, both directions, and a row whose best sits in its last element."""
+    for rows, n in ((1, 1 << 22), (2, 1 << 21 if dtype == torch.float32 else 1 << 22)):
+        x = randn((rows, n), dtype)
+        assert ",seg" in torch.ops.flyops._route_topk(x, 1)
+        assert_same_as_stock(x, 1)
+        assert_same_as_stock(x, 1, largest=False)
+        x[0, n - 1] = float("inf")
+        x[-1, 5] = float("-inf")
+        assert_same_as_stock(x, 1)
+        assert_same_as_stock(x, 1, largest=False)
+        x[0, n // 3] = float("inf")  # a tie in another segment
+        assert_same_as_stock(x, 1)
+        x[0, n - 40000] = float("nan")
+        x[0, n - 7] = -float("nan")
+        assert_same_as_stock(x, 1)
+        assert_same_as_stock(x, 1, largest=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_rows_kernel_forced(dtype):
+    """The rows kernel (a warp a row, keys in shared memory) forced at every width it takes:
+    whole bins and exact keys at each digit, k = 1, k = N - 1 and N unsorted, the sorted
+    ranks up to its limit, ties, signed zeros and NaNs, misaligned and strided rows, and a
+    partial last CTA."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    torch.ops.flyops._topk_force(20, 0)
+    for N in (1, 2, 31, 33, 257, 1000, 1024, 2049, 4096):
+        ks = sorted({1, min(N, 7), min(N, 64), min(N, 256)})
+        check_short_rows(N, dtype, gen, "rows", ks, ks)
+        x = randn((13, N), dtype)
+        for k in sorted({max(N - 1, 1), N}):  # past the sorted limit only unsorted
+            sorted_ = k <= 256
+            assert_same_as_stock(x, k, sorted=sorted_)
+            assert_same_as_stock(x, k, largest=False, sorted=sorted_)
+    for N in (1000, 4096):  # a sorted k past the limit falls back to the router's plan
+        x = randn((5, N), dtype)
+        assert not torch.ops.flyops._route_topk(x, 300).startswith("flyops_topk_rows")
+        assert_same_as_stock(x, 300)
+    x = randn((9, 1025), dtype)
+    assert torch.ops.flyops._route_topk(x[:, 1:], 50).startswith("flyops_topk_rows")
+    assert_same_as_stock(x[:, 1:], 50)  # misaligned rows: scalar loads
+    assert_same_as_stock(randn((9, 1024), dtype)[:, :1000], 50, largest=False)  # strided
+    # Rows whose best keys share their top digits (a narrow range): every digit round runs.
+    x = (1 + randn((41, 3000), dtype).float() * 1e-3).to(dtype)
+    assert_same_as_stock(x, 100)
+    assert_same_as_stock(x, 100, largest=False, sorted=False)
+    # Small integers: heavy ties at the k-th key.
+    x = torch.randint(-4, 5, (64, 2048), device="cuda").to(dtype)
+    for k in (1, 10, 200, 1500):
+        assert_same_as_stock(x, k, sorted=k <= 256)
+        assert_same_as_stock(x, k, largest=False, sorted=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_stock_where_measured_faster(dtype):
-    """Many rows of 512-4096 go to stock where it measured faster (tuned_table.h,
-    measured_slower), with the reason in the route; the kernels the rules would have taken
-    there stay right when forced."""
-    x = randn((4096, 1024), dtype)
-    k = 128
+    """Many 16-bit rows of 512-4096 that the rows kernel does not take go to stock where it
+    measured faster (tuned_table.h, measured_slower), with the reason in the route; the
+    kernels the rules would have taken there stay right when forced."""
+    x = randn((2048, 1024), dtype)
+    k = 1
     route = torch.ops.flyops._route_topk(x, k)
     if dtype == torch.float32:
         assert route.startswith("flyops_topk_"), route
     else:
         assert route.startswith("stock") and "measured faster" in route, route
     assert_same_as_stock(x, k)
-    assert_same_as_stock(randn((16384, 512), dtype), 64)
+    assert_same_as_stock(randn((16384, 512), dtype), 300)
+    x = randn((16384, 512), dtype)
+    assert torch.ops.flyops._route_topk(x, 64).startswith("flyops_topk_rows")
+    assert_same_as_stock(x, 64, expect="flyops")
     assert_same_as_stock(randn((1024, 8192), dtype), 64, expect="flyops")
     for force in ((2, 1), (9, 0)):  # the cluster kernel, a CTA a row; the finish kernel
         torch.ops.flyops._topk_force(*force)
