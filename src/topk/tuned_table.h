@@ -169,31 +169,43 @@ inline bool prefer_group_threshold(const TopkParams& p) {
 
 // The rows kernel (a warp a row, rows_kernel.cuh) ahead of every rule above. Source: it, the
 // router and stock forced in one process (`scripts/topk-force-ab.py --forces=-1,0,20`,
-// thirtieth session, run 2: rows 64-16384 x N 200-4096 x k 1-256, fp32, bf16, fp16, sorted):
-// - N <= 512 at k >= 32, where the warp kernel's k rounds or a CTA a row ran: 0.05-0.56x of
-//   the router's time (bf16 16384 x 200 k = 64 37 against 732 us, 3.3x stock's), except fp32
-//   under 256 rows of 257-512 at k >= 64 (1.09-1.22x against the cluster kernel); at k <= 8
-//   the group and warp kernels stay ahead (1.1-2.9x). k = 9-31 is not measured: from 16.
+// thirtieth session, run 2: rows 64-16384 x N 200-4096 x k 1-256; run 3: rows 1-32768 x N
+// 200-4095 x k 2-200 between those; fp32, bf16, fp16, sorted; docs/perf-notes.md, TopK v71):
+// - N <= 512 at k >= 32, where the warp kernel's k rounds or a CTA a row ran: 0.05-0.67x of
+//   the router's time at any row count (bf16 16384 x 200 k = 64 37 against 732 us, 3.3x
+//   stock's; the warp kernel at k = 32 on 8-32 fp32 rows of 512 was 1.05-1.17x stock's),
+//   except fp32 under 256 rows of 257-512 at k > 32 (1.0-1.22x against the cluster kernel).
+//   At k = 16 it ties the warp kernel from 64 rows and loses under (1.0-1.4x); k = 24 is
+//   taken at any row count, between the two measured; at k <= 12 the group and warp kernels
+//   stay ahead (1.1-2.9x).
 // - N of 513-4096 from 1024 rows at k >= 2: 0.16-0.97x (bf16 16384 x 1024 k = 64 63 against
-//   stock's 352 us), except fp32 rows of 2049-4096 at k < 256 (1.0-1.6x against the
-//   delegates) unless k >= 128 from 4096 rows or k >= 64 from 16384; 16-bit rows of 513-1024
-//   from 256 rows (0.77-0.96x; fp32 there 1.0-1.4x, 16-bit rows of 2048 at 256 rows 0.8-1.5x).
+//   stock's 352 us), except fp32 rows of 2049-4096 against the delegates, which the rows of
+//   4096 give whole groups (1.0-1.6x at k < 256 unless k >= 128 from 4096 rows or k >= 64 from
+//   16384; rows of 3000 or 4095 from 8192 rows 0.39-0.81x); from 512 rows, rows of up to 1024
+//   (fp32 512 x 640 0.57-0.74x) and 16-bit rows of up to 2048 (512 x 1500 0.69-0.88x), from
+//   256 16-bit rows of up to 1024 (0.77-0.96x; fp32 256 x 1024 1.0-1.4x).
 // - k = 1 on 513-2048 from 4096 rows, where the arg-max kernel takes a CTA a row or stock runs:
 //   0.16-0.85x, except fp32 rows of 1025-2048 under 16384 rows (1.18x).
-// Under 64 rows, or 256 past N = 512, the rows are too few for a warp each (1.1-6.5x).
+// Past N = 512 under 512 rows (256 for 16-bit rows of up to 1024) a warp each is too few
+// (1.1-6.5x).
 inline bool prefer_rows(const TopkParams& p) {
   const bool sixteen = p.dtype != DType::kFloat32;
-  if (p.k > kRowsSortMaxK || p.n > kRowsMaxN || p.rows < 64) return false;
+  if (p.k > kRowsSortMaxK || p.n > kRowsMaxN) return false;
   if (p.n <= 512) {
     if (p.k < 16) return false;
-    return p.k <= 32 || sixteen || p.rows >= 256 || p.n <= 256;
+    if (p.k < 24) return p.rows >= 64;
+    return p.k <= 32 || sixteen || p.n <= 256 || p.rows >= 256;
   }
+  if (p.rows < 256) return false;
   if (p.k == 1) return p.rows >= 4096 && p.n <= 2048 && (p.n <= 1024 || sixteen || p.rows >= 16384);
   if (p.rows >= 1024) {
-    if (!sixteen && p.n > 2048) return p.k >= 256 || (p.k >= 128 && p.rows >= 4096) || (p.k >= 64 && p.rows >= 16384);
+    if (!sixteen && p.n > 2048)
+      return p.k >= 256 || (p.k >= 128 && p.rows >= 4096) || (p.k >= 64 && p.rows >= 16384) ||
+             (p.n % 512 != 0 && p.rows >= 8192);
     return true;
   }
-  return p.rows >= 256 && sixteen && p.n <= 1024;
+  if (p.rows >= 512) return p.n <= 1024 || (sixteen && p.n <= 2048);
+  return sixteen && p.n <= 1024;
 }
 
 // Where stock measured faster than the plan the rules above pick: the call goes to stock.

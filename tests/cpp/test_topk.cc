@@ -291,9 +291,10 @@ TEST(TopkRoute, RowsKernelForced) {
   EXPECT_EQ(topk::rows_smem(1001, 2, 7, false).keys, s.stage);
 }
 
-// The rows kernel by the router (tuned_table.h, prefer_rows): k >= 16 on rows of up to 512,
-// k >= 2 from 1024 rows of up to 4096 (fp32 rows past 2048 only at large k), 16-bit rows of
-// up to 1024 from 256 rows, k = 1 from 4096 rows of up to 2048; never under 64 rows.
+// The rows kernel by the router (tuned_table.h, prefer_rows): k >= 24 on rows of up to 512
+// (k >= 16 from 64 rows), k >= 2 from 1024 rows of up to 4096 (fp32 rows past 2048 only at
+// large k or without whole delegate groups), fewer rows of up to 1024-2048, k = 1 from 4096
+// rows of up to 2048.
 TEST(TopkRoute, RowsKernelByRule) {
   auto rows = [](DType t, int64_t r, int64_t n, int64_t k) {
     return plan_name(params(t, r, n, k)).rfind("flyops_topk_rows<", 0) == 0;
@@ -303,7 +304,9 @@ TEST(TopkRoute, RowsKernelByRule) {
     EXPECT_TRUE(rows(t, 16384, 300, 32));
     EXPECT_FALSE(rows(t, 16384, 300, 8));   // the warp kernel
     EXPECT_FALSE(rows(t, 65536, 256, 8));   // the group kernel
-    EXPECT_FALSE(rows(t, 32, 200, 64));     // too few rows
+    EXPECT_TRUE(rows(t, 1, 200, 64));
+    EXPECT_TRUE(rows(t, 8, 512, 32));
+    EXPECT_FALSE(rows(t, 32, 200, 16));     // the warp kernel under 64 rows at k < 24
     EXPECT_TRUE(rows(t, 1024, 1024, 8));
     EXPECT_TRUE(rows(t, 16384, 2048, 256));
     EXPECT_FALSE(rows(t, 16384, 2048, 257)); // sorted past the kernel's sort
@@ -319,6 +322,12 @@ TEST(TopkRoute, RowsKernelByRule) {
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 4096, 64));  // the delegates
   EXPECT_TRUE(rows(DType::kFloat32, 4096, 4096, 128));
   EXPECT_TRUE(rows(DType::kBFloat16, 4096, 4096, 8));
+  EXPECT_TRUE(rows(DType::kFloat32, 512, 640, 16));
+  EXPECT_FALSE(rows(DType::kFloat32, 512, 1500, 16));
+  EXPECT_TRUE(rows(DType::kBFloat16, 512, 1500, 16));
+  EXPECT_TRUE(rows(DType::kFloat32, 8192, 3000, 2));   // no whole groups for the delegates
+  EXPECT_FALSE(rows(DType::kFloat32, 4096, 3000, 2));
+  EXPECT_FALSE(rows(DType::kFloat32, 8192, 4096, 2));
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 2048, 1));
   EXPECT_TRUE(rows(DType::kBFloat16, 4096, 2048, 1));
 }

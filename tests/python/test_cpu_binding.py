@@ -258,6 +258,8 @@ def test_topk_routing_decisions():
     assert r(f32(16384, 256, dtype=torch.bfloat16), 8) == "flyops_topk_group<bf16,t16>"
     assert r(f32(64, 128), 8) == "flyops_topk_group<fp32>"  # few rows: sixteen threads a row
     assert r(f32(64, 128), 2) == "flyops_topk_warp<fp32>"
+    assert r(f32(4096, 1024), 64) == "flyops_topk_rows<fp32>"  # a warp a row (v71)
+    assert r(f32(16384, 512, dtype=torch.bfloat16), 64) == "flyops_topk_rows<bf16>"
     assert r(f32(64, 256), 2) == "flyops_topk_group<fp32,t32>"  # a warp a row
     assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"
     assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_delegates<bf16,g64,finish8>"  # v66

@@ -889,7 +889,7 @@ def test_autograd_matches_stock():
 
 
 @pytest.mark.parametrize("dtype,experts,kernel", [(torch.bfloat16, 128, "group"), (torch.float32, 256, "group"),
-                                                   (torch.float32, 128256, "delegates")])
+                                                   (torch.float32, 128256, "delegates"), (torch.bfloat16, 1024, "rows")])
 def test_torch_compile_reaches_flyops(dtype, experts, kernel):
     x = randn((256, experts), dtype)
     assert torch.ops.flyops._route_topk(x, 8).startswith(f"flyops_topk_{kernel}")
@@ -912,10 +912,12 @@ def test_torch_compile_reaches_flyops(dtype, experts, kernel):
 
 def test_cuda_graph_capture_and_replay():
     xs = [randn((1, 1 << 24), torch.float32), randn((64, 128256), torch.float32),
-          randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16)]
+          randn((4096, 256), torch.float32), randn((4096, 128), torch.bfloat16),
+          randn((4096, 1024), torch.bfloat16)]
     # delegates (the screened chain's seven launches, then the stream and the finish), the warp
-    # kernel, the group kernel
-    ks = [100, 50, 8, 6]
+    # kernel, the group kernel, the rows kernel
+    ks = [100, 50, 8, 6, 64]
+    assert torch.ops.flyops._route_topk(xs[4], ks[4]).startswith("flyops_topk_rows")
     assert all(torch.ops.flyops._route_topk(x, k).startswith("flyops_topk_delegates") for x, k in zip(xs[:2], ks[:2]))
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
