@@ -20,6 +20,7 @@ def main():
     ap.add_argument("--forces", default="-1,8", help="force codes (KIND or KIND/CLUSTER), the first is the base")
     ap.add_argument("--rounds", type=int, default=4, help="rounds (each starts one force further on)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--unsorted", action="store_true", help="time torch.topk(x, k, sorted=False)")
     ap.add_argument("cases", nargs="+", help="ROWSxN:K")
     args = ap.parse_args()
     forces = args.forces.split(",")  # KIND or KIND/CLUSTER (the force's second argument)
@@ -39,8 +40,8 @@ def main():
                 for f in forces[r % len(forces):] + forces[:r % len(forces)]:
                     kind, _, c = f.partition("/")
                     torch.ops.flyops._topk_force(int(kind), int(c or 0))
-                    plan = torch.ops.flyops._route_topk(x, k)
-                    ms = timer.device_ms(lambda: torch.topk(x, k))
+                    plan = torch.ops.flyops._route_topk(x, k, -1, True, not args.unsorted)
+                    ms = timer.device_ms(lambda: torch.topk(x, k, sorted=not args.unsorted))
                     times[f].append(ms * 1e3)
                     print(f"{dname} {rows}x{n} k={k} force={f} {plan} {ms * 1e3:.2f}", flush=True)
             torch.ops.flyops._topk_force(-1, 0)

@@ -188,9 +188,19 @@ inline bool prefer_group_threshold(const TopkParams& p) {
 //   0.16-0.85x, except fp32 rows of 1025-2048 under 16384 rows (1.18x).
 // Past N = 512 under 512 rows (256 for 16-bit rows of up to 1024) a warp each is too few
 // (1.1-6.5x).
+// - Unsorted k > 256 (run 6, `--unsorted`, rows 256-16384 x N 512-4096 x k 300-N): 0.08-0.96x
+//   of stock's time everywhere, and of the router's plan (the cluster kernel, the delegates
+//   or stock) from 1024 rows, except fp32 rows past 2048 under 4096 rows (0.96-1.10x), and at
+//   256 rows on rows of 512 (0.55-0.80x) and 16-bit ones of 1024 (0.71-0.87x; fp32 1.12-1.2x,
+//   rows of 2048-4096 1.15-2.8x).
 inline bool prefer_rows(const TopkParams& p) {
   const bool sixteen = p.dtype != DType::kFloat32;
-  if (p.k > kRowsSortMaxK || p.n > kRowsMaxN) return false;
+  if (p.n > kRowsMaxN) return false;
+  if (p.k > kRowsSortMaxK) {
+    if (p.sorted || p.rows < 256) return false;
+    if (p.rows >= 1024) return sixteen || p.n <= 2048 || p.rows >= 4096;
+    return p.n <= 512 || (sixteen && p.n <= 1024);
+  }
   if (p.n <= 512) {
     if (p.k < 16) return false;
     if (p.k < 24) return p.rows >= 64;

@@ -328,6 +328,17 @@ TEST(TopkRoute, RowsKernelByRule) {
   EXPECT_TRUE(rows(DType::kFloat32, 8192, 3000, 2));   // no whole groups for the delegates
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 3000, 2));
   EXPECT_FALSE(rows(DType::kFloat32, 8192, 4096, 2));
+  auto unsorted_rows = [](DType t, int64_t r, int64_t n, int64_t k) {
+    return plan_name(params(t, r, n, k, false)).rfind("flyops_topk_rows<", 0) == 0;
+  };
+  EXPECT_TRUE(unsorted_rows(DType::kBFloat16, 4096, 2048, 1000));  // unsorted k past the sort
+  EXPECT_TRUE(unsorted_rows(DType::kFloat32, 1024, 2048, 2048));
+  EXPECT_FALSE(unsorted_rows(DType::kFloat32, 1024, 4096, 1000));
+  EXPECT_TRUE(unsorted_rows(DType::kFloat32, 4096, 4096, 1000));
+  EXPECT_TRUE(unsorted_rows(DType::kFloat16, 256, 1024, 300));
+  EXPECT_FALSE(unsorted_rows(DType::kFloat32, 256, 1024, 300));
+  EXPECT_FALSE(unsorted_rows(DType::kBFloat16, 256, 2048, 300));
+  EXPECT_FALSE(unsorted_rows(DType::kBFloat16, 128, 512, 300));
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 2048, 1));
   EXPECT_TRUE(rows(DType::kBFloat16, 4096, 2048, 1));
 }

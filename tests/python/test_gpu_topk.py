@@ -775,6 +775,12 @@ def test_rows_kernel_forced(dtype):
         x = randn((5, N), dtype)
         assert not torch.ops.flyops._route_topk(x, 300).startswith("flyops_topk_rows")
         assert_same_as_stock(x, 300)
+    torch.ops.flyops._topk_force(-1, 0)  # the router's rows kernel: unsorted k past the sort
+    x = randn((4096, 2048), dtype)
+    assert torch.ops.flyops._route_topk(x, 1000, -1, True, False).startswith("flyops_topk_rows")
+    assert_same_as_stock(x, 1000, sorted=False)
+    assert_same_as_stock(x, 2048, largest=False, sorted=False)
+    torch.ops.flyops._topk_force(20, 0)
     x = randn((9, 1025), dtype)
     assert torch.ops.flyops._route_topk(x[:, 1:], 50).startswith("flyops_topk_rows")
     assert_same_as_stock(x[:, 1:], 50)  # misaligned rows: scalar loads
