@@ -172,7 +172,7 @@ inline bool prefer_group_threshold(const TopkParams& p) {
 // thirtieth session, run 2: rows 64-16384 x N 200-4096 x k 1-256; run 3: rows 1-32768 x N
 // 200-4095 x k 2-200 between those; fp32, bf16, fp16, sorted; docs/perf-notes.md, TopK v71):
 // - N <= 512 at k >= 32, where the warp kernel's k rounds or a CTA a row ran: 0.05-0.67x of
-//   the router's time at any row count (bf16 16384 x 200 k = 64 37 against 732 us, 3.3x
+//   the router's time at any row count (bf16 16384 x 200 k = 64 33 against 732 us, 3.3x
 //   stock's; the warp kernel at k = 32 on 8-32 fp32 rows of 512 was 1.05-1.17x stock's),
 //   except fp32 under 256 rows of 257-512 at k > 32 (1.0-1.22x against the cluster kernel).
 //   At k = 16 it ties the warp kernel from 64 rows and loses under (1.0-1.4x); k = 24 is
