@@ -61,15 +61,20 @@ int argmax_cluster(int64_t rows, int64_t n, const DeviceInfo& dev) {
 // or more (2^21 fp32, 2^22 16-bit elements; shorter ones are launch-bound: 2 x 2^21 bf16
 // measured 0.96x of the plain plan, TopK v70) where the plain plan fills less than half the
 // GPU; contiguous rows cut into equal, whole-vector segments of at least kArgmaxMinSegment,
-// about two CTAs an SM in all. 1: no segments.
-int argmax_segments(const TopkParams& p, int plain_cluster, const DeviceInfo& dev) {
-  if (p.n * elem_bytes(p.dtype) < (int64_t{8} << 20) || (p.rows > 1 && p.x_row_stride != p.n)) return 1;
-  if (p.rows * plain_cluster * 2 > int64_t(dev.sm_count)) return 1;
+// about two CTAs an SM in all. False: no segments.
+bool argmax_segments_plan(const TopkParams& p, int plain_cluster, const DeviceInfo& dev, TopkPlan& plan) {
+  if (p.n * elem_bytes(p.dtype) < (int64_t{8} << 20) || (p.rows > 1 && p.x_row_stride != p.n)) return false;
+  if (p.rows * plain_cluster * 2 > int64_t(dev.sm_count)) return false;
   int segs = 1;
   while (p.rows * segs * 2 <= 2 * int64_t(dev.sm_count) && p.n % (2 * segs) == 0 && (p.n / (2 * segs)) % 8 == 0 &&
          p.n / (2 * segs) >= topk::kArgmaxMinSegment)
     segs *= 2;
-  return segs >= 4 && argmax_cluster(p.rows * segs, p.n / segs, dev) != 0 ? segs : 1;
+  const int c = segs >= 4 ? argmax_cluster(p.rows * segs, p.n / segs, dev) : 0;
+  if (c == 0) return false;
+  plan.kind = TopkPlan::Kind::kArgmax;
+  plan.segs = segs;
+  plan.cluster = c;
+  return true;
 }
 
 bool cluster_fits(int64_t n, int c, DType t, int64_t k, bool sorted, int gather = 0) {
@@ -189,6 +194,14 @@ int filter_segs(const TopkParams& p, int c, const DeviceInfo& dev) {
   return segs;
 }
 
+// The rows kernel (rows_kernel.cuh) where it takes the rows and its grid of kRowsWarps rows a
+// CTA fits.
+bool rows_plan(const TopkParams& p, TopkPlan& plan) {
+  if (!topk::rows_fit(p.n, p.k, p.sorted) || p.rows > int64_t{INT_MAX} * topk::kRowsWarps) return false;
+  plan.kind = TopkPlan::Kind::kRows;
+  return true;
+}
+
 }  // namespace
 
 Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
@@ -237,10 +250,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     plan.cluster = forced_c;
     return plan;
   }
-  if (forced == 20 && topk::rows_fit(p.n, p.k, p.sorted) && p.rows <= int64_t{INT_MAX} * topk::kRowsWarps) {
-    plan.kind = TopkPlan::Kind::kRows;
-    return plan;
-  }
+  if (forced == 20 && rows_plan(p, plan)) return plan;
   if (forced == 18 && filter_plan(p, forced_c, 1, plan)) return plan;
   if (forced == 19 && filter_plan(p, forced_c, filter_segs(p, forced_c, dev), plan)) return plan;
   // 11: as 2, without the gather ending (A/B).
@@ -253,10 +263,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   }
 
   // Many rows of up to 4096: the rows kernel where it measured faster (tuned_table.h).
-  if (forced < 0 && topk::prefer_rows(p) && p.rows <= int64_t{INT_MAX} * topk::kRowsWarps) {
-    plan.kind = TopkPlan::Kind::kRows;
-    return plan;
-  }
+  if (forced < 0 && topk::prefer_rows(p) && rows_plan(p, plan)) return plan;
   // Short rows: the group kernel where it measured faster than the warp kernel
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {
@@ -270,12 +277,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   }
   if (p.k == 1 && !radix_only) {
     const int ca = argmax_cluster(p.rows, p.n, dev);
-    if (const int segs = argmax_segments(p, ca == 0 ? topk::kMaxCluster : ca, dev); segs > 1) {
-      plan.kind = TopkPlan::Kind::kArgmax;
-      plan.segs = segs;
-      plan.cluster = argmax_cluster(p.rows * segs, p.n / segs, dev);
-      return plan;
-    }
+    if (argmax_segments_plan(p, ca == 0 ? topk::kMaxCluster : ca, dev, plan)) return plan;
     if (ca != 0) {
       plan.kind = TopkPlan::Kind::kArgmax;
       plan.cluster = ca;

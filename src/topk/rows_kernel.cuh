@@ -46,13 +46,10 @@ namespace detail {
 // Two 16-bit order keys from a word of two elements; one fp32 order key.
 template <typename Keys>
 FLYOPS_DEVICE uint32_t order_key_word(uint32_t w, bool largest) {
-  if constexpr (Keys::kBits == 16) {
-    const uint32_t k = ascending_key_pair<Keys>(w);
-    return largest ? k : ~k;
-  } else {
-    const uint32_t k = ascending_key_f32(w);
-    return largest ? k : ~k;
-  }
+  uint32_t k;
+  if constexpr (Keys::kBits == 16) k = ascending_key_pair<Keys>(w);
+  else k = ascending_key_f32(w);
+  return largest ? k : ~k;  // ~ complements both 16-bit halves as order_key does each
 }
 
 // The bin of the need-th best key of a 256-bin histogram (lane l holds bins 255 - 8l down to

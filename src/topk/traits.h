@@ -28,7 +28,7 @@ FLYOPS_HD T pow2_ceil(T v) {
 inline constexpr int kRowsThreads = 128;
 inline constexpr int kRowsWarps = kRowsThreads / 32;
 inline constexpr int kRowsMaxN = 4096;
-inline constexpr int kRowsSortMaxK = 256;  // a sorted k is ranked in the warp: k^2 / 32 a lane
+inline constexpr int kRowsSortMaxK = 256;  // a sorted k is sorted in the warp's registers, 8 a lane
 inline constexpr int kRowsUnroll = 4;      // 16-byte loads in flight a lane
 // Whether the rows kernel takes rows of n at k (unsorted: any k).
 FLYOPS_HD constexpr bool rows_fit(int64_t n, int64_t k, bool sorted) {
