@@ -296,8 +296,8 @@ TEST(TopkRoute, RowsKernelForced) {
 // large k or without whole delegate groups), fewer rows of up to 1024-2048, k = 1 from 4096
 // rows of up to 2048.
 TEST(TopkRoute, RowsKernelByRule) {
-  auto rows = [](DType t, int64_t r, int64_t n, int64_t k) {
-    return plan_name(params(t, r, n, k)).rfind("flyops_topk_rows<", 0) == 0;
+  auto rows = [](DType t, int64_t r, int64_t n, int64_t k, bool sorted = true) {
+    return plan_name(params(t, r, n, k, sorted)).rfind("flyops_topk_rows<", 0) == 0;
   };
   for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
     EXPECT_TRUE(rows(t, 64, 200, 64));
@@ -328,17 +328,14 @@ TEST(TopkRoute, RowsKernelByRule) {
   EXPECT_TRUE(rows(DType::kFloat32, 8192, 3000, 2));   // no whole groups for the delegates
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 3000, 2));
   EXPECT_FALSE(rows(DType::kFloat32, 8192, 4096, 2));
-  auto unsorted_rows = [](DType t, int64_t r, int64_t n, int64_t k) {
-    return plan_name(params(t, r, n, k, false)).rfind("flyops_topk_rows<", 0) == 0;
-  };
-  EXPECT_TRUE(unsorted_rows(DType::kBFloat16, 4096, 2048, 1000));  // unsorted k past the sort
-  EXPECT_TRUE(unsorted_rows(DType::kFloat32, 1024, 2048, 2048));
-  EXPECT_FALSE(unsorted_rows(DType::kFloat32, 1024, 4096, 1000));
-  EXPECT_TRUE(unsorted_rows(DType::kFloat32, 4096, 4096, 1000));
-  EXPECT_TRUE(unsorted_rows(DType::kFloat16, 256, 1024, 300));
-  EXPECT_FALSE(unsorted_rows(DType::kFloat32, 256, 1024, 300));
-  EXPECT_FALSE(unsorted_rows(DType::kBFloat16, 256, 2048, 300));
-  EXPECT_FALSE(unsorted_rows(DType::kBFloat16, 128, 512, 300));
+  EXPECT_TRUE(rows(DType::kBFloat16, 4096, 2048, 1000, false));  // unsorted k past the sort
+  EXPECT_TRUE(rows(DType::kFloat32, 1024, 2048, 2048, false));
+  EXPECT_FALSE(rows(DType::kFloat32, 1024, 4096, 1000, false));
+  EXPECT_TRUE(rows(DType::kFloat32, 4096, 4096, 1000, false));
+  EXPECT_TRUE(rows(DType::kFloat16, 256, 1024, 300, false));
+  EXPECT_FALSE(rows(DType::kFloat32, 256, 1024, 300, false));
+  EXPECT_FALSE(rows(DType::kBFloat16, 256, 2048, 300, false));
+  EXPECT_FALSE(rows(DType::kBFloat16, 128, 512, 300, false));
   EXPECT_FALSE(rows(DType::kFloat32, 4096, 2048, 1));
   EXPECT_TRUE(rows(DType::kBFloat16, 4096, 2048, 1));
 }
