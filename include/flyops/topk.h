@@ -72,6 +72,7 @@ struct TopkPlan {
   // when the stream does not screen. With the two selections above (finish == 0), a finish
   // kernel of this many keys per thread takes the rows whose list holds their answer, and
   // the selections skip those rows.
+  // kFilter: the sample rank of its sampled start (traits.h, filter_sample_rank); 0: none.
   int screen = 0;
   int screen_finish = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
@@ -103,10 +104,11 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
 // screened stream writes no maxima), 18 the filter kernel, 19 the filter kernel in segments
-// of the row, 20 the rows kernel; -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs
-// a row; for delegates, vectors per group; for the group kernel (5, 15, 16), threads a row of
-// 65-256 elements: 8, 16 or 32). Forced plans that cannot run fall back to the router's
-// choice. Not thread-safe against concurrent calls.
+// of the row, 20 the rows kernel, 21 the filter kernel with its sampled start where it fits;
+// -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs a row; for
+// delegates, vectors per group; for the group kernel (5, 15, 16), threads a row of 65-256
+// elements: 8, 16 or 32). Forced plans that cannot run fall back to the router's choice.
+// Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 
 }  // namespace flyops

@@ -49,6 +49,9 @@ struct FilterArgs {
   // selects the row's from them.
   uint64_t* parts = nullptr;
   int segs = 1;
+  // The sampled start (one segment only): the rank of the row's sample whose key starts t
+  // (traits.h, filter_sample_rank); 0: the first step's vector maxima start it.
+  int sample_rank = 0;
 };
 
 }  // namespace flyops::topk
@@ -160,7 +163,8 @@ FLYOPS_DEVICE void emit_best(uint64_t* buf, int m, uint32_t k, bool sorted, bool
     return;
   }
   // The payloads after the power of two the bitonic fallback may fill, then the bucket order's
-  // scratch (block_sort.cuh): under 4200 of kFilterCap words at k = 1024.
+  // scratch (block_sort.cuh): under 4200 words at k = 1024, past the 4096 of the buffer into
+  // the scratch behind it (filter_smem; the merge kernel has the same room).
   const int p = static_cast<int>(pow2_ceil(k));
   uint32_t* val = reinterpret_cast<uint32_t*>(buf + p);
   uint64_t* scratch = buf + p + p / 2;
@@ -172,30 +176,68 @@ FLYOPS_DEVICE void emit_best(uint64_t* buf, int m, uint32_t k, bool sorted, bool
 }
 
 struct FilterState {
-  uint32_t count;  // claimed entries (may pass kFilterCap: the claims that found no room)
-  uint32_t hole;   // where the claim that straddled the end begins (kFilterCap: none)
-  uint32_t kept;   // this CTA's k best, for rank 0 (clusters)
+  uint32_t count;  // claimed entries (may pass the cap: the claims that found no room)
+  uint32_t hole;   // where the claim that straddled the end begins (the cap: none)
+  uint32_t stuck;  // a warp's elements found no room: raise at the next meet
+  uint32_t kept;   // this CTA's entries, when streamed
+  uint64_t t;      // this CTA's threshold, when streamed
 };
+
+// The k best of the m >= k distinct composites in key[] (every CTA of the row's, in rank 0)
+// to the row's outputs, in descending order (sorted or not: it costs no more here). Up to
+// kThreads each is ranked among all; else the bucket order over all m, whose slots below
+// k are the answer, and past kMaxBucket ties in a bucket the cut and sort of emit_best.
+// Scratch: val (m words), tmp_key / tmp_val (m entries), bins (kOrderBuckets words), mm.
+template <typename Keys, int kThreads>
+FLYOPS_DEVICE void emit_of_all(uint64_t* key, int m, uint32_t k, bool sorted, bool largest, const typename Keys::Raw* xr,
+                               typename Keys::Raw* vals_out, int64_t* idx_out, SmallSelectSmem<kThreads>& s,
+                               uint32_t* val, uint64_t* tmp_key, uint32_t* tmp_val, uint32_t* bins, uint64_t* mm) {
+  using Raw = typename Keys::Raw;
+  const int tid = threadIdx.x;
+  auto raw_of = [&](uint64_t c) -> uint32_t {
+    return element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, ~static_cast<uint32_t>(c));
+  };
+  auto out = [&](uint32_t slot, uint64_t c, uint32_t raw) {
+    if (slot >= k) return;
+    vals_out[slot] = static_cast<Raw>(raw);
+    idx_out[slot] = ~static_cast<uint32_t>(c);
+  };
+  if (m <= kThreads) {  // one composite a thread, ranked by m broadcast compares
+    for (int i = tid; i < m; i += kThreads) {
+      const uint64_t c = key[i];
+      out(rank_desc(key, m, c), c, raw_of(c));
+    }
+    return;
+  }
+  for (int i = tid; i < m; i += kThreads) val[i] = raw_of(key[i]);
+  __syncthreads();
+  if (bucket_order_desc<kThreads>(key, val, m, tmp_key, tmp_val, bins, s.warp_c, mm, out)) return;
+  emit_best<Keys, kThreads>(key, m, k, sorted, largest, xr, vals_out, idx_out, s);
+}
 
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kU: 16-byte vectors per thread
-// a step (and as many more in flight).
+// a step (and as many more in flight). One CTA an SM (filter_smem): one pass of a CTA an SM
+// streams as fast as any shape measured (3.1 TB/s of events on 64 MiB, where bulk copies
+// through a ring of shared memory measured 2.6: TopK v72).
 template <typename Keys, int kU>
-__global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_filter(flyops::topk::FilterArgs a) {
+__global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_filter(flyops::topk::FilterArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kThreads = kFilterThreads;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr uint32_t kCap = kFilterCap;
   static_assert(kU * kVec <= 32, "a bit per element of a thread's step");
   constexpr uint32_t kVecMask = (1u << kVec) - 1;
   constexpr int kStep = kThreads * kU;
   __shared__ SmallSelectSmem<kThreads> s;
   __shared__ detail::FilterState st;
-  extern __shared__ __align__(16) uint64_t buf[];  // kCap composites
+  __shared__ uint64_t mm[kThreads / 16];
+  extern __shared__ __align__(16) unsigned char smem[];
+  const FilterSmem L = filter_smem();
+  uint64_t* buf = reinterpret_cast<uint64_t*>(smem + L.buf);  // kFilterCap composites
 
-  const int tid = threadIdx.x, lane = tid & 31;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const uint32_t csize = flyops::tile::cluster_size(), rank = flyops::tile::cluster_rank();
   const int64_t row = blockIdx.x / (csize * a.segs);
   const int seg = static_cast<int>(blockIdx.x / csize % a.segs);
@@ -207,15 +249,19 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   const int v_end = min(nv, v_begin + static_cast<int>(a.slice_vecs));
   const bool largest = a.largest;
   const uint32_t k = static_cast<uint32_t>(a.k);
-  const uint32_t loose = min(2 * k, kCap / 2);  // a raise may keep up to this many
+  // Each CTA's share of the buffer, so that rank 0 holds every CTA's entries at the end.
+  const uint32_t cap = kFilterCap / csize;
+  const uint32_t loose = min(2 * k, cap / 2);  // a raise may keep up to this many
   // Raised also once this many are kept: t then follows the k-th best of what the CTA has
-  // seen instead of staying at its start until the buffer fills.
-  const uint32_t raise_at = min(kCap / 2, max(4 * k, 512u));
+  // seen instead of staying at its start until the buffer fills. Not from a sampled start,
+  // which already sits near the row's k-th best: then only a full buffer raises it.
+  const bool sampled = a.sample_rank > 0;
+  uint32_t raise_at = sampled ? cap : min(cap / 2, max(4 * k, 512u));
 
   if (a.parts != nullptr) flyops::tile::allow_dependent_launch();  // the merge's CTAs wait beside
   if (tid == 0) {
     st.count = 0;
-    st.hole = kCap;
+    st.hole = cap;
   }
   uint64_t t = 0;  // composites at or above t are kept
   PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
@@ -282,10 +328,10 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     uint32_t wb = 0;
     if (lane == 31) {
       wb = atomicAdd(&st.count, tot);
-      if (wb < kCap && wb + tot > kCap) st.hole = wb;  // the one claim across the end
+      if (wb < cap && wb + tot > cap) st.hole = wb;  // the one claim across the end
     }
     wb = __shfl_sync(0xffffffffu, wb, 31);
-    if (wb + tot > kCap) return;
+    if (wb + tot > cap) return;
     uint32_t o = wb + incl - cnt;
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -297,11 +343,96 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   // The buffer's first m > k entries cut at their k-th best (t rises to it) and compacted.
   auto raise = [&](int m, uint32_t loose_cap) { return detail::keep_best<kThreads>(buf, m, k, s, loose_cap, t, &t, &trace); };
 
+  // One pass over the slice, the caller having loaded its first two steps into q and nq.
+  // Each warp walks the steps on its own, the step at hand in q and the next in flight in nq,
+  // and the CTA meets every kMeet steps: a barrier a step held every warp to the slowest
+  // load of the CTA's step, ~17 GB/s an SM (TopK v72b). A warp whose elements find no room
+  // stops at that step until the meet, where the CTA raises t (the buffer's k-th best) if a
+  // warp stopped or raise_at are kept; every warp then loads its two steps again (held across
+  // a raise, they spilled) and the stopped ones retry.
+  constexpr int kMeet = 8;
   uint4 q[kU], nq[kU];
+  auto stream = [&] {
+    const int steps = (v_end - v_begin + kStep - 1) / kStep;
+    int j = 0;          // this warp's step
+    uint32_t pend = 0;  // this thread's elements of step j that found no room
+    if (tid == 0) st.stuck = 0;
+    while (__syncthreads_or(j < steps)) {
+      // Read by every thread before any appends again: one warp's appends past this point
+      // would otherwise give the warps different verdicts, and the raise's barriers would
+      // not match (racecheck's slow warps hit it as an illegal instruction).
+      const bool full = st.stuck != 0 || st.count >= raise_at;
+      const int m = static_cast<int>(min(st.count, st.hole));
+      __syncthreads();
+      if (full) {
+        trace.mark();  // a raise begins (its digit rounds and compaction are marked)
+        const int kept = raise(m, loose);
+        ++raises;
+        if (tid == 0) {
+          st.count = static_cast<uint32_t>(kept);
+          st.hole = cap;
+          st.stuck = 0;
+        }
+        __syncthreads();
+        load(q, v_begin + j * kStep);
+        load(nq, v_begin + (j + 1) * kStep);
+        if (__any_sync(0xffffffffu, pend != 0)) {
+          pend = reaching(q, v_begin + j * kStep, pend);
+          append(q, v_begin + j * kStep, pend);
+          if (__any_sync(0xffffffffu, pend != 0)) {  // still no room: wait for the next meet
+            if (lane == 0) st.stuck = 1;
+            continue;
+          }
+          ++j;
+#pragma unroll
+          for (int u = 0; u < kU; ++u) q[u] = nq[u];
+          load(nq, v_begin + (j + 1) * kStep);
+        }
+      }
+      for (int g = 0; g < kMeet && j < steps; ++g) {
+        const int base = v_begin + j * kStep;
+        pend = reaching(q, base, 0xffffffffu);
+        append(q, base, pend);
+        if (__any_sync(0xffffffffu, pend != 0)) {  // no room: q keeps step j for the retry
+          if (lane == 0) st.stuck = 1;
+          break;
+        }
+        ++j;
+#pragma unroll
+        for (int u = 0; u < kU; ++u) q[u] = nq[u];
+        load(nq, base + 2 * kStep);
+      }
+    }
+  };
+
+  // The sampled start's pieces go out first: the first two steps' loads would delay them.
+  constexpr int kPer = kFilterSamplePieces / (kThreads / 32);
+  uint4 sv[kPer];
+  if (sampled) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) sv[i] = src[screen_piece(warp + i * (kThreads / 32), nv, kFilterSamplePieces) + lane];
+  }
   load(q, v_begin);
+  load(nq, v_begin + kStep);
   __syncthreads();  // st's start
-  // start: the k-th best vector maximum of a whole first step (kU keys a thread).
-  if (v_begin + kStep <= v_end && k * 2 <= static_cast<uint32_t>(kStep)) {
+  if (sampled) {
+    // start: the row's sample, taken while the first two steps load (the same pieces, so the
+    // same t, in every CTA of the row). t is the floor of a key bin holding the rank-th best
+    // of the threads' sampled maxima, with rank to 1.5 rank of them at or above it: at least
+    // rank sampled keys reach it, so it is no higher than the sample's rank-th best, which is
+    // what the rank's tail bound asks; and one key a thread keeps the histograms' shared
+    // atomics few (a cut over every sampled key took ~5 us, TopK v72b).
+    RegKeys<1> run;
+    run.cnt = 1;
+    run[0] = 0;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) run[0] = max(run[0], max_order_key<Keys>(sv[i], largest));
+    KeyRange r;
+    r.add(run[0]);
+    const uint32_t rk = static_cast<uint32_t>(a.sample_rank);
+    t = uint64_t{small_cut<kThreads>(run, r, rk, s, nullptr, rk + rk / 2).lo} << 32;
+  } else if (v_begin + kStep <= v_end && k * 2 <= static_cast<uint32_t>(kStep)) {
+    // start: the k-th best vector maximum of a whole first step (kU keys a thread).
     RegKeys<kU> mx;
     mx.cnt = kU;
     KeyRange r;
@@ -315,57 +446,63 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
   }
   trace.mark();  // started
 
-  for (int base = v_begin; base < v_end; base += kStep) {
-    load(nq, base + kStep);
-    uint32_t pend = reaching(q, base, 0xffffffffu);
-    append(q, base, pend);
-    if (__syncthreads_or(pend != 0 || (tid == 0 && st.count >= raise_at))) {  // no room, or many kept
-      // The step's vectors and the next are loaded again after each raise (from L2): held
-      // across it, they spilled.
-      do {
-        const int m = static_cast<int>(min(st.count, st.hole));
-        __syncthreads();  // every thread has read the counts
-        trace.mark();  // a raise begins (its digit rounds and compaction are marked)
-        const int kept = raise(m, loose);
-        ++raises;
-        if (tid == 0) {
-          st.count = static_cast<uint32_t>(kept);
-          st.hole = kCap;
-        }
-        __syncthreads();
-        load(q, base);
-        pend = reaching(q, base, pend);
-        append(q, base, pend);
-      } while (__syncthreads_or(pend != 0));
-      load(nq, base + kStep);
+  // end: rank 0 gathers every CTA's entries (each CTA fills only its share of the buffer, so
+  // they fit). A sampled start may have dropped part of the answer: the row's k best are
+  // among them only when k reach the greatest t of the CTAs (everything dropped lies below
+  // its own CTA's t). A CTA whose buffer filled raised its t to the k-th best of k or more
+  // entries it keeps, so the greatest t is a raised one and the check passes; with no raise,
+  // every t is the sample's and the check is the count of all entries. Every CTA reads every
+  // CTA's count and t and gets the same verdict, with no barrier for it. If it fails, every
+  // CTA streams its slice again from t = 0, raised as the buffer fills, which keeps its k best
+  // whatever the row. Started otherwise, a CTA's t is the k-th best of some of its elements:
+  // the check always passes.
+  const uint64_t t0 = t;
+  int m = 0;  // rank 0: every CTA's entries
+  for (;;) {
+    stream();
+    trace.mark();  // streamed
+    if (tid == 0) {
+      st.kept = min(st.count, cap);  // every claim found room: count <= cap
+      st.t = t;
     }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) q[u] = nq[u];
-  }
-
-  // end: this CTA's k best, then (clusters) rank 0 gathers every CTA's.
-  trace.mark();  // streamed
-  int m = static_cast<int>(st.count);  // every claim found room: count <= kCap
-  __syncthreads();
-  if (m > static_cast<int>(k)) m = raise(m, 0);
-  trace.mark();  // own k best
-  if (csize > 1) {
-    if (tid == 0) st.kept = static_cast<uint32_t>(m);
-    flyops::tile::cluster_sync();  // every CTA's k best and count visible to rank 0
-    if (rank == 0) {
-      for (uint32_t r = 1; r < csize; ++r) {
-        const int c = static_cast<int>(flyops::tile::peer_load_u32(flyops::tile::peer_addr(&st.kept, r)));
-        const uint32_t peer = flyops::tile::peer_addr(buf, r);
-        for (int i = tid; i < c; i += kThreads) buf[m + i] = flyops::tile::peer_load_u64(peer + 8u * i);
-        m += c;
+    if (csize > 1) flyops::tile::cluster_sync();  // every CTA's count and t
+    else __syncthreads();
+    bool raised = st.t != t0;
+    uint32_t total = st.kept, before = 0;
+    for (uint32_t r = 0; r < csize; ++r) {  // the peers' (a single CTA reads only its own)
+      if (r == rank) continue;
+      const uint32_t c = flyops::tile::peer_load_u32(flyops::tile::peer_addr(&st.kept, r));
+      raised |= flyops::tile::peer_load_u64(flyops::tile::peer_addr(&st.t, r)) != t0;
+      before += r < rank ? c : 0u;
+      total += c;
+    }
+    if (!sampled || raised || total >= k) {
+      if (rank != 0) {  // this CTA's entries after the lower ranks' in rank 0's buffer
+        const uint32_t dst = flyops::tile::peer_addr(buf + before, 0);
+        const int c = static_cast<int>(st.kept);
+        for (int i = tid; i < c; i += kThreads) flyops::tile::peer_store_u64(dst + 8u * i, buf[i]);
       }
+      if (csize > 1) flyops::tile::cluster_sync();  // every entry in rank 0's buffer
+      m = static_cast<int>(total);
+      break;
     }
-    flyops::tile::cluster_sync();  // rank 0 has read its peers: they may exit
-    trace.mark();  // gathered
-    if (rank != 0) {
-      trace.dump("filter-peer", raises, m);
-      return;
+    // Uniform in the cluster: stream again. Every CTA has read the counts before any resets.
+    if (csize > 1) flyops::tile::cluster_sync();
+    else __syncthreads();
+    if (tid == 0) {
+      st.count = 0;
+      st.hole = cap;
     }
+    t = 0;
+    raise_at = min(cap / 2, max(4 * k, 512u));
+    load(q, v_begin);
+    load(nq, v_begin + kStep);
+    __syncthreads();
+  }
+  trace.mark();  // gathered
+  if (rank != 0) {
+    trace.dump("filter-peer", raises, m);
+    return;
   }
   if (a.parts != nullptr) {  // a segment of the row: its k best composites, for the merge
     if (m > static_cast<int>(k)) m = raise(m, 0);
@@ -373,8 +510,11 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 2) flyops_topk_f
     for (int i = tid; i < m; i += kThreads) out[i] = buf[i];
     return;
   }
-  detail::emit_best<Keys, kThreads>(buf, m, k, a.sorted, largest, xr, static_cast<Raw*>(a.values) + row * k,
-                                    a.indices + row * k, s);
+  detail::emit_of_all<Keys, kThreads>(buf, m, k, a.sorted, largest, xr, static_cast<Raw*>(a.values) + row * k,
+                                      a.indices + row * k, s, reinterpret_cast<uint32_t*>(smem + L.val),
+                                      reinterpret_cast<uint64_t*>(smem + L.tmp_key),
+                                      reinterpret_cast<uint32_t*>(smem + L.tmp_val),
+                                      reinterpret_cast<uint32_t*>(smem + L.bins), mm);
   trace.mark();  // emitted
   trace.dump("filter", raises, m);
 }
@@ -387,7 +527,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads) flyops_topk_filt
   using Raw = typename Keys::Raw;
   constexpr int kThreads = kFilterThreads;
   __shared__ SmallSelectSmem<kThreads> s;
-  extern __shared__ __align__(16) uint64_t buf[];
+  extern __shared__ __align__(16) uint64_t buf[];  // kFilterSmem: the buffer and the scratch behind it
   const int64_t row = blockIdx.x;
   const int m = a.segs * a.k;
   flyops::tile::grid_dependency_wait();

@@ -430,7 +430,8 @@ struct Launcher {
 
   // One pass, `cluster` CTAs a row (filter_kernel.cuh); in `segs` clusters a row, their k
   // best merged by a second kernel, launched dependent (the workspace holds them).
-  static Status filter(const TopkParams& p, int cluster, int segs) {
+  // `sample_rank` (one segment only): the sampled start's rank, 0 for none.
+  static Status filter(const TopkParams& p, int cluster, int segs, int sample_rank) {
     if constexpr (Keys::kIdentity) {
       return Status::kUnsupported;
     } else {
@@ -442,6 +443,8 @@ struct Launcher {
       if (segs > 1) {
         a.parts = static_cast<uint64_t*>(p.workspace);
         a.segs = segs;
+      } else {
+        a.sample_rank = sample_rank;
       }
       const Status s = launched(tile::launch_cluster(&flyops_topk_filter<Keys, kFilterUnroll>,
                                                      dim3(static_cast<unsigned>(p.rows * cluster * segs)),
@@ -461,7 +464,7 @@ struct Launcher {
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster, plan.segs);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
       case TopkPlan::Kind::kDelegate: return delegates(p, plan);
-      case TopkPlan::Kind::kFilter: return filter(p, plan.cluster, plan.segs);
+      case TopkPlan::Kind::kFilter: return filter(p, plan.cluster, plan.segs, plan.screen);
       case TopkPlan::Kind::kRows: return rows(p);
       default: return Status::kUnsupported;
     }

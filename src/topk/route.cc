@@ -172,9 +172,10 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
 }
 
 // The filter kernel (filter_kernel.cuh) with clusters of `c` CTAs, `segs` a row: rows
-// 16-byte aligned, whole vectors, where rank 0 holds every CTA's k best and the merge every
-// segment's.
-bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan) {
+// 16-byte aligned, whole vectors, where each CTA's share of the buffer has room
+// (filter_fits) and the merge holds every segment's k best. `sampled`: the sampled start
+// where it fits (one segment).
+bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan, bool sampled = false) {
   const int bytes = elem_bytes(p.dtype), vec = 16 / bytes;
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
   if (!topk::filter_fits(p.n, p.k, c, bytes) || !topk::filter_segs_fit(p.n, p.k, c, segs, bytes) ||
@@ -183,6 +184,7 @@ bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan) {
   plan.kind = TopkPlan::Kind::kFilter;
   plan.cluster = c;
   plan.segs = segs;
+  plan.screen = sampled && segs == 1 ? topk::filter_sample_rank(p.n, p.k, c, bytes) : 0;
   return true;
 }
 
@@ -253,6 +255,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   if (forced == 20 && rows_plan(p, plan)) return plan;
   if (forced == 18 && filter_plan(p, forced_c, 1, plan)) return plan;
   if (forced == 19 && filter_plan(p, forced_c, filter_segs(p, forced_c, dev), plan)) return plan;
+  if (forced == 21 && filter_plan(p, forced_c, 1, plan, true)) return plan;
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
   if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
@@ -376,6 +379,8 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kFilter:
       if (plan.segs > 1)
         std::snprintf(buf, len, "flyops_topk_filter<%s,c%d,seg%d>", dtype_name(dtype), plan.cluster, plan.segs);
+      else if (plan.screen != 0)
+        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d,sample%d>", dtype_name(dtype), plan.cluster, plan.screen);
       else
         std::snprintf(buf, len, "flyops_topk_filter<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;

@@ -287,22 +287,65 @@ FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {
 
 // ---- filter kernel (filter_kernel.cuh): one pass, a CTA or a small cluster per row -----------
 inline constexpr int kFilterThreads = 512;
-inline constexpr int kFilterCap = 8192;   // composites a CTA keeps (64 KB: two CTAs an SM)
+// Composites a cluster keeps (32 KB; each CTA its share). Shared memory is taken from the
+// L1 that holds the stream's loads in flight: with 8192 (200 KB in all) the kernel ran ~11%
+// slower (TopK v72c; v68 saw the same effect).
+inline constexpr int kFilterCap = 4096;
 inline constexpr int kFilterMaxK = 1024;
 inline constexpr int kFilterMaxCluster = 8;  // portable cluster sizes
-inline constexpr int kFilterSmem = kFilterCap * 8;
 inline constexpr int kFilterUnroll = 4;  // 16-byte vectors a thread a step (as many more in flight)
+// The filter kernel's dynamic shared memory, in bytes from its base: the buffer of
+// composites, then the end's scratch for rank 0's bucket order of every CTA's entries
+// (detail::emit_of_all: payloads, scattered composites and payloads, bucket bins). ~100 KB:
+// one CTA an SM (launch bounds), the rest of the SM's 256 KB L1 for the loads in flight.
+struct FilterSmem {
+  int buf, val, tmp_key, tmp_val, bins, total;
+};
+FLYOPS_HD constexpr FilterSmem filter_smem() {
+  FilterSmem s{};
+  s.buf = 0;
+  s.val = s.buf + kFilterCap * 8;
+  s.tmp_key = s.val + kFilterCap * 4;
+  s.tmp_val = s.tmp_key + kFilterCap * 8;
+  s.bins = s.tmp_val + kFilterCap * 4;
+  s.total = s.bins + 2048 * 4;  // kOrderBuckets (block_sort.cuh)
+  return s;
+}
+inline constexpr int kFilterSmem = filter_smem().total;
+// The sampled start (filter_sample_rank): pieces of 32 vectors evenly spaced over the row,
+// four a warp, one vector a lane.
+inline constexpr int kFilterSamplePieces = 4 * (kFilterThreads / 32);
 // Whether `cluster` CTAs a row can take the call: whole 16-byte vectors per row (the caller
-// checks the pointer), rank 0's room for every CTA's k best, and at least a vector a CTA.
+// checks the pointer), room for 2k and for k and a warp's step in each CTA's share of the
+// buffer (rank 0 gathers every share; a raise keeps k to 2k), and at least a vector a CTA.
 inline bool filter_fits(int64_t n, int64_t k, int cluster, int elem_bytes) {
   const int64_t vec = 16 / elem_bytes;
-  return k >= 1 && k <= kFilterMaxK && cluster >= 1 && cluster <= kFilterMaxCluster &&
-         cluster * k <= kFilterCap && n % vec == 0 && n / vec >= cluster;
+  // A warp's claim that finds no room leaves more than k entries below it to cut.
+  const int64_t share = kFilterCap / std::max(cluster, 1), warp_claim = 32 * kFilterUnroll * vec;
+  return k >= 1 && k <= kFilterMaxK && cluster >= 1 && cluster <= kFilterMaxCluster && share >= 2 * k &&
+         share >= k + warp_claim && n % vec == 0 && n / vec >= cluster;
 }
 // 16-byte vectors per CTA of a row of `segs` clusters.
 inline int64_t filter_slice_vecs(int64_t n, int cluster, int elem_bytes, int segs = 1) {
   const int64_t nv = n / (16 / elem_bytes), ctas = int64_t{cluster} * segs;
   return (nv + ctas - 1) / ctas;
+}
+// The sample rank behind the filter kernel's sampled start, or 0 when the row is too short
+// for the sample or its expected survivors would crowd a CTA's buffer. As screen_rank: r is
+// the least rank that lands among the row's k - 1 best with probability 1e-5 at most, for a
+// row without structure; about r / f to 1.5 r / f of the row reach the threshold (a whole
+// bin), split over the cluster. A row whose sample misses (too few survivors) streams again
+// from t = 0 (filter_kernel.cuh), so the rank decides only the speed.
+inline int filter_sample_rank(int64_t n, int64_t k, int cluster, int elem_bytes) {
+  const int64_t s = int64_t{kFilterSamplePieces} * 32 * (16 / elem_bytes);
+  if (n < 2 * s || k <= 0) return 0;
+  const double f = static_cast<double>(s) / static_cast<double>(n);
+  const int r = std::max(1, poisson_tail_rank(f * static_cast<double>(k), 1e-5));
+  // Each CTA's share of the buffer holds the expected survivors with a fifth to spare (past
+  // it, a raise: still right).
+  const double per_cta = 1.5 * r / f / cluster;
+  if (r > kFilterThreads / 2 || per_cta > 0.8 * kFilterCap / cluster) return 0;  // r of the threads' maxima
+  return r;
 }
 // Segments of a row (clusters, each writing its k best for the merge kernel): every one
 // holds k elements or more, and the merge holds them all.

@@ -40,6 +40,17 @@ def filter_cases(dtype):
     force(19, 2)
     cases += 1
     failures += not check(torch.randn(1, 1 << 20, device="cuda").to(dtype), 100)
+    # The sampled start (21): a random row, and one whose sampled pieces hold 512 huge values
+    # (k = 600 streams the slice again from t = 0).
+    spiked = torch.randn(2, 131072, device="cuda").to(dtype)
+    vec, nv = 16 // spiked.element_size(), 131072 * spiked.element_size() // 16
+    spiked[:, torch.tensor([(p * (nv - 32) // 63 + lane) * vec for p in range(16) for lane in range(32)])] = 100.0
+    for c in (1, 2):
+        force(21, c)
+        for k in (50, 600):
+            cases += 2
+            failures += not check(rows[0].repeat(1, 4), k, True, True)
+            failures += not check(spiked, k, True, k < 600)
     force(-1, 0)
     return cases, failures
 
