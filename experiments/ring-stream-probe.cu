@@ -42,34 +42,23 @@ __global__ void __launch_bounds__(kThreads, 1) ring(const uint4* x, int64_t slic
   if (acc == 0x12345678u) out[0] = acc;
 }
 
-template <int kU>
-__global__ void __launch_bounds__(kThreads, 1) plain(const uint4* x, int64_t slice_vecs, uint32_t* out) {
-  const uint4* src = x + blockIdx.x * slice_vecs;
+// Plain 16-byte loads, kU vectors a thread a turn: a CTA's own contiguous slice of
+// slice_vecs (kStrided false), or blocks c, c + G, ... of kThreads * kU vectors over the whole
+// buffer (kStrided: the GPU sweeps it in order).
+template <int kU, bool kStrided>
+__global__ void __launch_bounds__(kThreads, 1) plain(const uint4* x, int64_t slice_vecs, int64_t total_vecs,
+                                                     uint32_t* out) {
+  constexpr int64_t kTurn = int64_t(kThreads) * kU;
+  const int64_t first = kStrided ? blockIdx.x * kTurn : blockIdx.x * slice_vecs;
+  const int64_t step = kStrided ? gridDim.x * kTurn : kTurn;
+  const int64_t end = kStrided ? total_vecs : first + slice_vecs;
   uint32_t acc = 0;
-  for (int64_t b = 0; b < slice_vecs; b += int64_t(kThreads) * kU) {
+  for (int64_t b = first; b < end; b += step) {
     uint4 q[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t v = b + u * kThreads + threadIdx.x;
-      q[u] = v < slice_vecs ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) acc ^= q[u].x ^ q[u].y ^ q[u].z ^ q[u].w;
-  }
-  if (acc == 0x12345678u) out[0] = acc;
-}
-
-// Grid-stride: CTA c reads blocks c, c + G, ... of kThreads * kU vectors (the whole GPU
-// sweeps the buffer in order).
-template <int kU>
-__global__ void __launch_bounds__(kThreads, 1) strided(const uint4* x, int64_t total_vecs, uint32_t* out) {
-  uint32_t acc = 0;
-  for (int64_t b = int64_t(blockIdx.x) * kThreads * kU; b < total_vecs; b += int64_t(gridDim.x) * kThreads * kU) {
-    uint4 q[kU];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t v = b + u * kThreads + threadIdx.x;
-      q[u] = v < total_vecs ? __ldcs(x + v) : make_uint4(0, 0, 0, 0);
+      q[u] = v < end ? __ldcs(x + v) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) acc ^= q[u].x ^ q[u].y ^ q[u].z ^ q[u].w;
@@ -123,12 +112,13 @@ int main() {
   cudaFuncSetAttribute(ring<S, B>, cudaFuncAttributeMaxDynamicSharedMemorySize, S * B);            \
   time("ring " #S " x " #B, [&] { ring<S, B><<<ctas, kThreads, S * B>>>(x, slice, out); });
     RING(4, 32768) RING(6, 32768) RING(8, 16384) RING(12, 16384) RING(16, 8192) RING(3, 65536)
-    time("plain U=4", [&] { plain<4><<<ctas, kThreads>>>(x, slice, out); });
-    time("plain U=8", [&] { plain<8><<<ctas, kThreads>>>(x, slice, out); });
-    time("plain U=16", [&] { plain<16><<<ctas, kThreads>>>(x, slice, out); });
-    time("strided U=4", [&] { strided<4><<<ctas, kThreads>>>(x, bytes / 16, out); });
-    time("strided U=8", [&] { strided<8><<<ctas, kThreads>>>(x, bytes / 16, out); });
-    time("plain U=8, 2x CTAs", [&] { plain<8><<<2 * ctas, kThreads>>>(x, slice / 2, out); });
+    const int64_t total = bytes / 16;
+    time("plain U=4", [&] { plain<4, false><<<ctas, kThreads>>>(x, slice, total, out); });
+    time("plain U=8", [&] { plain<8, false><<<ctas, kThreads>>>(x, slice, total, out); });
+    time("plain U=16", [&] { plain<16, false><<<ctas, kThreads>>>(x, slice, total, out); });
+    time("strided U=4", [&] { plain<4, true><<<ctas, kThreads>>>(x, slice, total, out); });
+    time("strided U=8", [&] { plain<8, true><<<ctas, kThreads>>>(x, slice, total, out); });
+    time("plain U=8, 2x CTAs", [&] { plain<8, false><<<2 * ctas, kThreads>>>(x, slice / 2, total, out); });
   }
   time("blocks 256x4", [&] { blocks<<<static_cast<unsigned>(bytes / 16 / 1024), 256>>>(x, out); });
   time("empty launch", [&] { blocks<<<1, 32>>>(x, out); });

@@ -142,6 +142,12 @@ FLYOPS_DEVICE int keep_best(uint64_t* b, int m, uint32_t want, SmallSelectSmem<k
   return kept;
 }
 
+// The bits of the element of row xr whose composite (order key, ~position) is c.
+template <typename Keys>
+FLYOPS_DEVICE uint32_t composite_bits(uint64_t c, bool largest, const typename Keys::Raw* xr) {
+  return element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, ~static_cast<uint32_t>(c));
+}
+
 // The k best of the m >= k distinct composites in buf (element `~low half` of row xr) to a
 // row's outputs, sorted or not; buf's room past them is the sort's. Every thread calls it.
 template <typename Keys, int kThreads>
@@ -155,9 +161,7 @@ FLYOPS_DEVICE void emit_best(uint64_t* buf, int m, uint32_t k, bool sorted, bool
     vals_out[slot] = static_cast<Raw>(raw);
     idx_out[slot] = ~static_cast<uint32_t>(c);
   };
-  auto raw_of = [&](uint64_t c) -> uint32_t {
-    return element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, ~static_cast<uint32_t>(c));
-  };
+  auto raw_of = [&](uint64_t c) { return composite_bits<Keys>(c, largest, xr); };
   if (!sorted) {
     for (int i = tid; i < m; i += kThreads) emit(i, buf[i], raw_of(buf[i]));
     return;
@@ -194,9 +198,7 @@ FLYOPS_DEVICE void emit_of_all(uint64_t* key, int m, uint32_t k, bool sorted, bo
                                uint32_t* val, uint64_t* tmp_key, uint32_t* tmp_val, uint32_t* bins, uint64_t* mm) {
   using Raw = typename Keys::Raw;
   const int tid = threadIdx.x;
-  auto raw_of = [&](uint64_t c) -> uint32_t {
-    return element_bits<Keys>(static_cast<uint32_t>(c >> 32), largest, xr, ~static_cast<uint32_t>(c));
-  };
+  auto raw_of = [&](uint64_t c) { return composite_bits<Keys>(c, largest, xr); };
   auto out = [&](uint32_t slot, uint64_t c, uint32_t raw) {
     if (slot >= k) return;
     vals_out[slot] = static_cast<Raw>(raw);
@@ -356,6 +358,22 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_f
     const int steps = (v_end - v_begin + kStep - 1) / kStep;
     int j = 0;          // this warp's step
     uint32_t pend = 0;  // this thread's elements of step j that found no room
+    // Appends step j's elements of `only` that reach t and moves on; or, no room, marks the
+    // warp stuck and keeps step j in q for the retry.
+    auto take_step = [&](uint32_t only) {
+      const int base = v_begin + j * kStep;
+      pend = reaching(q, base, only);
+      append(q, base, pend);
+      if (__any_sync(0xffffffffu, pend != 0)) {
+        if (lane == 0) st.stuck = 1;
+        return false;
+      }
+      ++j;
+#pragma unroll
+      for (int u = 0; u < kU; ++u) q[u] = nq[u];
+      load(nq, base + 2 * kStep);
+      return true;
+    };
     if (tid == 0) st.stuck = 0;
     while (__syncthreads_or(j < steps)) {
       // Read by every thread before any appends again: one warp's appends past this point
@@ -376,32 +394,10 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_f
         __syncthreads();
         load(q, v_begin + j * kStep);
         load(nq, v_begin + (j + 1) * kStep);
-        if (__any_sync(0xffffffffu, pend != 0)) {
-          pend = reaching(q, v_begin + j * kStep, pend);
-          append(q, v_begin + j * kStep, pend);
-          if (__any_sync(0xffffffffu, pend != 0)) {  // still no room: wait for the next meet
-            if (lane == 0) st.stuck = 1;
-            continue;
-          }
-          ++j;
-#pragma unroll
-          for (int u = 0; u < kU; ++u) q[u] = nq[u];
-          load(nq, v_begin + (j + 1) * kStep);
-        }
+        if (__any_sync(0xffffffffu, pend != 0) && !take_step(pend)) continue;  // still no room
       }
-      for (int g = 0; g < kMeet && j < steps; ++g) {
-        const int base = v_begin + j * kStep;
-        pend = reaching(q, base, 0xffffffffu);
-        append(q, base, pend);
-        if (__any_sync(0xffffffffu, pend != 0)) {  // no room: q keeps step j for the retry
-          if (lane == 0) st.stuck = 1;
-          break;
-        }
-        ++j;
-#pragma unroll
-        for (int u = 0; u < kU; ++u) q[u] = nq[u];
-        load(nq, base + 2 * kStep);
-      }
+      for (int g = 0; g < kMeet && j < steps; ++g)
+        if (!take_step(0xffffffffu)) break;
     }
   };
 
@@ -458,6 +454,10 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_f
   // the check always passes.
   const uint64_t t0 = t;
   int m = 0;  // rank 0: every CTA's entries
+  auto sync_row = [&] {  // the row's CTAs
+    if (csize > 1) flyops::tile::cluster_sync();
+    else __syncthreads();
+  };
   for (;;) {
     stream();
     trace.mark();  // streamed
@@ -465,8 +465,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_f
       st.kept = min(st.count, cap);  // every claim found room: count <= cap
       st.t = t;
     }
-    if (csize > 1) flyops::tile::cluster_sync();  // every CTA's count and t
-    else __syncthreads();
+    sync_row();  // every CTA's count and t
     bool raised = st.t != t0;
     uint32_t total = st.kept, before = 0;
     for (uint32_t r = 0; r < csize; ++r) {  // the peers' (a single CTA reads only its own)
@@ -487,8 +486,7 @@ __global__ void __launch_bounds__(flyops::topk::kFilterThreads, 1) flyops_topk_f
       break;
     }
     // Uniform in the cluster: stream again. Every CTA has read the counts before any resets.
-    if (csize > 1) flyops::tile::cluster_sync();
-    else __syncthreads();
+    sync_row();
     if (tid == 0) {
       st.count = 0;
       st.hole = cap;
