@@ -38,7 +38,11 @@ struct GemmParams {
   int64_t d_stride_m = 0, d_stride_n = 0, batch_stride_d = 0;
   int cluster = 0;   // CTAs per cluster, 1 or 2; 0: the launcher's choice (tuning hook)
   int epilogue = 0;  // 1: C by the lanes' copies even where TMA stores could write it (tuning hook)
-  int path = 0;      // 1: the wide kernel even where the decode path applies (tuning hook)
+  // Which kernel (tuning hook): 0 the launcher's choice, 1 the wide kernel even where a
+  // narrow one applies, 2 the decode kernel (TMA and wgmma) where the narrow kernel would
+  // run, 3 the narrow kernel (src/gemm/gemv.cuh) wherever it can run.
+  int path = 0;
+  int gemv_runs = 0;  // narrow kernel (src/gemm/gemv.cuh): K runs (warps) per 16 rows of B, 1, 2, 4 or 8; 0: the launcher's choice (tuning hook)
   int kparts = 0;    // decode path: K parts per cluster (1, 2, 4 or 8); 0: the launcher's choice (tuning hook)
   int group_rows = 0;  // wide kernel: tile rows per band of its tile order (2 to 64, even); 0: the default (tuning hook)
   // Wide kernel split along K where its tiles are few (src/gemm/splitk.cuh): 1 none, 2, 4 or

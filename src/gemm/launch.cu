@@ -13,6 +13,7 @@
 #include "flyops/tile/tma.h"
 #include "kernel.cuh"
 #include "decode.cuh"
+#include "gemv.cuh"
 #include "splitk.cuh"
 #include "tuned_table.h"  // wide_tiles
 
@@ -299,6 +300,70 @@ Status run_decode(const GemmParams& p, int parts, CUtensorMapDataType type) {
   return mp == 16 ? launch_decode_layout<T, 16>(p, mw, mx, parts) : launch_decode_layout<T, 64>(p, mw, mx, parts);
 }
 
+// The narrow kernel (gemv.cuh) can run: at most 16 rows of A, both operands K-major with
+// 16-byte aligned rows and batch entries and K a multiple of 8 (its loads are 16 bytes and
+// may not cross a row's end). The launcher takes it (path 0) where it measured faster than
+// the decode kernel (docs/perf-notes.md, GEMM v20): K of 2048 or more (at 1 or 16 x 50257
+// x 768 the decode kernel took 0.96x / 0.73x of its time), and past 8 rows only on weights
+// up to 2^26 elements (at 16 x 28672 x 8192 and 16 x 128256 the decode kernel streamed
+// 3.8-4.0 TB/s against its 3.3-3.6). The hook's path 3 takes it wherever it can run.
+bool aligned16(const GemmOperand& op, int64_t batch) {
+  return reinterpret_cast<uintptr_t>(op.ptr) % 16 == 0 && op.ld % 8 == 0 && (batch == 1 || op.batch_stride % 8 == 0);
+}
+bool gemv_applies(const GemmParams& p) {
+  const bool can = p.M <= 16 && p.K % 8 == 0 && p.a.k_major && p.b.k_major && aligned16(p.a, p.batch) &&
+                   aligned16(p.b, p.batch);
+  if (p.path == 3) return can;
+  return p.path == 0 && can && p.K >= 2048 && (p.M <= 8 || p.N * p.K <= (int64_t{1} << 26));
+}
+
+// Its K runs per row group: the most (8, 4, 2; at most a quarter of K's blocks) whose warps
+// all fit on the SMs at once (two 8-warp CTAs an SM at <= 128 registers), so that no partial
+// second wave trails the first; where even 2 would not fit, the most (many waves; measured
+// faster there than 1, whose single wave of whole-K warps streamed 2-4% slower:
+// docs/perf-notes.md, GEMM v20). The hook's 1, 2, 4, 8 win.
+int gemv_runs(const GemmParams& p, int sms) {
+  if (p.gemv_runs == 1 || p.gemv_runs == 2 || p.gemv_runs == 4 || p.gemv_runs == 8) return p.gemv_runs;
+  const int64_t groups = (p.N + gemm::kGemvRows - 1) / gemm::kGemvRows * p.batch;
+  // At least four K blocks a run, so that short K does not leave warps idle.
+  const int64_t blocks = (p.K + gemm::kGemvBK - 1) / gemm::kGemvBK;
+  int cap = gemm::kGemvWarps;
+  while (cap > 1 && blocks < int64_t{4} * cap) cap /= 2;
+  for (int runs = cap; runs >= 2; runs /= 2)
+    if (groups * runs <= int64_t{sms} * 2 * gemm::kGemvWarps) return runs;
+  return cap;
+}
+
+template <typename T, int kNT>
+Status launch_gemv(const GemmParams& p, int runs) {
+  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  const gemm::GemvArgs<T> args{static_cast<const T*>(p.a.ptr),
+                               static_cast<const T*>(p.b.ptr),
+                               p.a.ld,
+                               p.b.ld,
+                               p.a.batch_stride,
+                               p.b.batch_stride,
+                               p.batch_stride_c,
+                               use_d ? p.batch_stride_d : 0,
+                               p.M,
+                               p.N,
+                               p.K,
+                               runs,
+                               gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                                                     use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m,
+                                                     p.d_stride_n}};
+  const int64_t rows_per_cta = int64_t{gemm::kGemvRows} * (gemm::kGemvWarps / runs);
+  const dim3 grid(static_cast<unsigned>((p.N + rows_per_cta - 1) / rows_per_cta), static_cast<unsigned>(p.batch));
+  flyops_gemm_gemv<T, kNT><<<grid, gemm::kGemvWarps * 32, 0, static_cast<cudaStream_t>(p.stream)>>>(args);
+  return cudaGetLastError() == cudaSuccess ? Status::kSuccess : Status::kCudaError;
+}
+
+// A's rows in one or two 8-wide mma columns into a template parameter.
+template <typename T>
+Status run_gemv(const GemmParams& p, int runs) {
+  return p.M <= 8 ? launch_gemv<T, 1>(p, runs) : launch_gemv<T, 2>(p, runs);
+}
+
 // How many parts to cut K into on the decode path, 0 when it does not apply (more than 64
 // rows of A, batches, or the tuning hook asks for the wide kernel). The most parts (up to
 // a portable cluster of 8) that keep the grid within 1.5 CTAs per SM, each part at least
@@ -306,7 +371,7 @@ Status run_decode(const GemmParams& p, int parts, CUtensorMapDataType type) {
 // ~2.5 us per CTA (docs/perf-notes.md, GEMM v5); the probe's per-part sweep put the best
 // split near one to two CTAs per SM.
 int decode_parts(const GemmParams& p, int sms) {
-  if (p.path == 1 || p.M > 64 || p.batch != 1) return 0;
+  if (p.path == 1 || p.M > 64 || p.batch != 1 || gemv_applies(p)) return 0;
   const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows, blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
   const int64_t slots = int64_t{sms} * 3 / 2;
   if (p.kparts == 1 || p.kparts == 2 || p.kparts == 4 || p.kparts == 8)  // the tuning hook, where every part
@@ -326,7 +391,7 @@ int sms_of(const DeviceInfo& dev) { return dev.sm_count > 0 ? dev.sm_count : 132
 
 size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
   const int sms = sms_of(dev);
-  if (decode_parts(p, sms) > 0) return 0;
+  if (gemv_applies(p) || decode_parts(p, sms) > 0) return 0;
   const int parts = wanted_parts(p, sms);
   return parts == 1 ? 0 : static_cast<size_t>(gemm::split_workspace_floats(gemm::wide_tiles(p), parts)) * 4;
 }
@@ -335,6 +400,10 @@ Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const int sms = device_sms(p.device);
+  if (gemv_applies(p)) {
+    const int runs = gemv_runs(p, sms);
+    return p.dtype == DType::kBFloat16 ? run_gemv<tile::bf16>(p, runs) : run_gemv<tile::fp16>(p, runs);
+  }
   const int parts = decode_parts(p, sms);
   if (parts > 0)
     return p.dtype == DType::kBFloat16 ? run_decode<tile::bf16>(p, parts, type) : run_decode<tile::fp16>(p, parts, type);
@@ -347,6 +416,11 @@ const char* gemm_last_error() { return g_last_error; }
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev) {
   thread_local char name[96];
   const int sms = sms_of(dev);
+  if (gemv_applies(p)) {
+    std::snprintf(name, sizeof(name), "flyops_gemm_gemv<%s,A:k-major,B:k-major,n%d,r%d>",
+                  p.dtype == DType::kBFloat16 ? "bf16" : "fp16", p.M <= 8 ? 8 : 16, gemv_runs(p, sms));
+    return name;
+  }
   const int parts = decode_parts(p, sms), split = parts > 0 ? 1 : split_parts(p, sms);
   char tail[24] = "";
   if (parts > 0) std::snprintf(tail, sizeof(tail), ",n%d,kparts%d", decode_width(p), parts);

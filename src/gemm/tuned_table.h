@@ -17,8 +17,9 @@
 //   pay for it) and win since v16 staged it (sixteenth session run 14, `--tune --passes
 //   odd`: 2.78x and 1.60x; 4096x50257x768 6.1x, 4097x4097x4096 7.1x in the same run). Fewer
 //   tiles at short K were not measured, so stock.
-// Aligned shapes measure 0.87-1.0x of cuBLAS (prefill) and 0.6-1.0x (decode), so none of
-// them routes to flyops yet; the table fills class by class as the kernel passes stock.
+// Aligned shapes measure 0.87-1.0x of cuBLAS (prefill) and, on the decode kernel, 0.6-1.0x
+// (decode), so none of them routes to the wide or decode kernels yet; the narrow kernel's
+// classes are below. The table fills class by class as the kernels pass stock.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +43,40 @@ inline constexpr ShapeClass kFasterThanStock[] = {
 // The wide kernel's 128 x 256 tiles over all batch entries (launch.cu's split-K choice too).
 inline int64_t wide_tiles(const GemmParams& p) { return (p.M + 127) / 128 * ((p.N + 255) / 256) * p.batch; }
 
+inline bool narrow_faster(const GemmParams& p);
+
 inline bool measured_faster(const GemmParams& p) {
+  if (narrow_faster(p)) return true;
   const bool unaligned = p.ldc % 8 != 0;
   for (const ShapeClass& c : kFasterThanStock)
     if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned) &&
         wide_tiles(p) >= c.min_tiles)
       return true;
+  return false;
+}
+
+// The narrow kernel (gemv.cuh: at most 16 rows of A, both operands K-major, K % 8 == 0) on
+// decode-sized calls, by A's rows and the weight's size N x K (elements). Session of
+// 2026-12-04, `--tune --passes decode` (memset flush; docs/perf-notes.md, GEMM v20), flyops
+// forced against stock torch.matmul: M = 1 and 8 at 4096 x 4096 1.22x, 6144 x 4096
+// 1.17x, 14336 x 4096 and 4096 x 14336 1.12-1.14x; M = 16 at 4096 x 4096 1.15x, 6144 x
+// 4096 1.04x. Past 2^26 elements (448 MiB weights, the 128256-entry LM head) stock already
+// streams at 3.7-4.2 TB/s and the kernel measured 0.95-1.0x; M = 16 at 14336 x 4096 1.00x.
+// Smaller weights were not measured, so stock.
+struct NarrowClass {
+  int64_t max_m;         // A's rows at most this
+  int64_t min_nk, max_nk;  // N * K within these
+};
+
+inline constexpr NarrowClass kNarrowFaster[] = {
+    {8, int64_t{1} << 24, int64_t{1} << 26},
+    {16, int64_t{1} << 24, int64_t{1} << 25},
+};
+
+inline bool narrow_faster(const GemmParams& p) {
+  if (p.batch != 1 || !p.a.k_major || !p.b.k_major || p.K % 8 != 0) return false;
+  for (const NarrowClass& c : kNarrowFaster)
+    if (p.M <= c.max_m && p.N * p.K >= c.min_nk && p.N * p.K <= c.max_nk) return true;
   return false;
 }
 

@@ -112,6 +112,50 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128, 4), kH200).flyops);  // 128 tiles: stock
   EXPECT_FALSE(gemm_choose(batched(512, 1001, 32, 64), kH200).flyops);   // K < 64: stock
   EXPECT_FALSE(gemm_choose(params(1001, 1001, 128), kH200).flyops);      // one call, 32 tiles
+  // Decode-sized weights on the narrow kernel: 2^24-2^26 elements up to 8 rows of A, up
+  // to 2^25 at 9-16; both operands K-major, one batch entry, K % 8 == 0.
+  EXPECT_TRUE(gemm_choose(params(1, 4096, 4096), kH200).flyops);
+  EXPECT_TRUE(gemm_choose(params(8, 4096, 14336), kH200).flyops);
+  EXPECT_TRUE(gemm_choose(params(16, 6144, 4096), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(16, 14336, 4096), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(1, 28672, 8192), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(17, 4096, 4096), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(1, 1024, 1024), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(batched(1, 4096, 4096, 2), kH200).flyops);
+  GemmParams n_major = params(1, 4096, 4096);
+  n_major.b = {g_buf + 256, 4096, false};
+  EXPECT_FALSE(gemm_choose(n_major, kH200).flyops);
+}
+
+// The narrow kernel's reach and its K runs per 16 rows of B (src/gemm/gemv.cuh): the most
+// runs whose warps fit the SMs in one wave (16 warps an SM), else 8; the hook's choice wins.
+TEST(GemmNarrow, AppliesAndRuns) {
+  auto name = [](const GemmParams& p) { return std::string(gemm_kernel_name(p, kH200)); };
+  EXPECT_EQ(name(params(1, 4096, 4096)), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r8>");
+  EXPECT_EQ(name(params(9, 6144, 4096)), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n16,r4>");
+  EXPECT_EQ(name(params(1, 14336, 4096)), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r2>");
+  EXPECT_EQ(name(params(1, 28672, 8192)), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r8>");
+  GemmParams hook = params(1, 4096, 4096);
+  hook.gemv_runs = 1;
+  EXPECT_EQ(name(hook), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r1>");
+  hook.path = 2;  // the decode kernel instead
+  EXPECT_EQ(name(hook).rfind("flyops_gemm_decode<", 0), 0u);
+  EXPECT_EQ(name(params(17, 4096, 4096)).rfind("flyops_gemm_decode<", 0), 0u);  // 17 rows
+  GemmParams padded = params(4, 4096, 4100);  // K % 8 != 0 in padded rows
+  padded.a.ld = padded.b.ld = 4104;
+  EXPECT_TRUE(gemm_supports(padded, kH200).ok);
+  EXPECT_EQ(name(padded).rfind("flyops_gemm_decode<", 0), 0u);
+  GemmParams m_major = params(4, 4096, 4096);
+  m_major.a = {g_buf, 8, false};
+  EXPECT_EQ(name(m_major).rfind("flyops_gemm_decode<", 0), 0u);
+  EXPECT_EQ(gemm_workspace_bytes(params(16, 1000, 4096), kH200), 0u);  // no workspace
+  // The launcher's choice: the decode kernel at short K and past 8 rows on large weights;
+  // the hook's path 3 takes the narrow kernel anyway, with at least four K blocks a run.
+  EXPECT_EQ(name(params(1, 50257, 768)).rfind("flyops_gemm_decode<", 0), 0u);
+  EXPECT_EQ(name(params(16, 28672, 8192)).rfind("flyops_gemm_decode<", 0), 0u);
+  hook = params(1, 50257, 768);
+  hook.path = 3;
+  EXPECT_EQ(name(hook), "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r2>");
 }
 
 // Split-K (src/gemm/splitk.cuh): where the wide tiles fill less than half the SMs, the most

@@ -146,11 +146,15 @@ int main(int argc, char** argv) {
     // Candidates timed in interleaved rounds (stock, the default, then the variants), so
     // clock and power drift over the run falls on all of them alike.
     const int rounds = 5, per_round = s.M * s.N * s.K > (int64_t{1} << 36) ? 3 : 8;
-    // M <= 64 (the decode path): its K parts forced to 2, 4, 8 instead.
-    const bool decode = s.M <= 64;
+    // M <= 64 (the decode path): its K parts forced to 2, 4, 8 instead; M <= 16 (where the
+    // narrow kernel runs by default): the decode kernel, and the narrow one at 2 and 8 K runs.
+    const bool decode = s.M <= 64, narrow = s.M <= 16;
     std::vector<flyops::GemmParams> cand(4, p);
     for (int v = 0; v < 3; ++v) {
-      if (decode) {
+      if (narrow) {
+        if (v == 0) cand[1].path = 2;
+        else cand[1 + v].gemv_runs = v == 1 ? 2 : 8;
+      } else if (decode) {
         cand[1 + v].kparts = 2 << v;
       } else {
         cand[1 + v].cluster = variants[v][0], cand[1 + v].epilogue = variants[v][1], cand[1 + v].path = 1;
@@ -186,7 +190,7 @@ int main(int argc, char** argv) {
                 "speedup %.3f  [%s %.2f, %.2f, %.2f]  %s  maxdiff %.3g (max %.3g)%s%s\n",
                 (long long)s.M, (long long)s.N, (long long)s.K, ms_stock, flop / ms_stock * 1e-9,
                 wbytes / ms_stock * 1e-9, ms_ours, flop / ms_ours * 1e-9, wbytes / ms_ours * 1e-9, ms_stock / ms_ours,
-                decode ? "decode TB/s: kparts 2, 4, 8" : "wide unsplit TFLOP/s: c1 reg, c1 tma, c2 tma", tf_var[0], tf_var[1], tf_var[2], flyops::gemm_kernel_name(p, flyops::device_info(0)), maxdiff, maxref, close ? "" : "  MISMATCH", sup.ok ? "" : "  (unsupported)");
+                narrow ? "TB/s: decode kernel, narrow r2, r8" : decode ? "decode TB/s: kparts 2, 4, 8" : "wide unsplit TFLOP/s: c1 reg, c1 tma, c2 tma", tf_var[0], tf_var[1], tf_var[2], flyops::gemm_kernel_name(p, flyops::device_info(0)), maxdiff, maxref, close ? "" : "  MISMATCH", sup.ok ? "" : "  (unsupported)");
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);

@@ -21,6 +21,7 @@
 #include "flyops/tile/launch.h"
 #include "flyops/tile/layout.h"
 #include "flyops/tile/mbarrier.h"
+#include "flyops/tile/mma.h"
 #include "flyops/tile/pipeline.h"
 #include "flyops/tile/stmatrix.h"
 #include "flyops/tile/tma.h"
@@ -173,6 +174,59 @@ __global__ void wgmma_kernel(const uint16_t* a, const uint16_t* b, float* d_out)
         const int row = 16 * w + l / 4 + 8 * h, col = 8 * j + 2 * (l % 4) + e;
         d_out[row * 64 + col] = d[4 * j + 2 * h + e];
       }
+}
+
+// ---- mma.sync m16n8k16 (bf16 / fp16): A 16x16 row-major, B 16x8 by column, fragments
+// loaded per tile/mma.h's layout by one warp; exact on small integers ----------------------
+template <typename T>
+__global__ void mma_kernel(const uint16_t* a, const uint16_t* b, float* d_out) {
+  const int l = threadIdx.x, g = l / 4, t = l % 4;
+  auto pair = [](const uint16_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 16; };
+  const uint32_t fa[4] = {pair(a + g * 16 + 2 * t), pair(a + (g + 8) * 16 + 2 * t), pair(a + g * 16 + 2 * t + 8),
+                          pair(a + (g + 8) * 16 + 2 * t + 8)};
+  const uint32_t fb[2] = {pair(b + g * 16 + 2 * t), pair(b + g * 16 + 2 * t + 8)};  // b stored [n][k]
+  float d[4] = {1.f, 2.f, 3.f, 4.f};  // accumulates onto these
+  mma_m16n8k16<T>(d, fa, fb);
+  for (int e = 0; e < 4; ++e) d_out[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = d[e];
+}
+
+template <typename T>
+void test_mma(bool fp16) {
+  std::vector<uint16_t> a(16 * 16), b(8 * 16);
+  std::vector<float> af(a.size()), bf(b.size());
+  std::mt19937 rng(fp16 ? 23 : 13);
+  auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
+    for (size_t i = 0; i < f.size(); ++i) {
+      f[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+      h[i] = fp16 ? flyops::reference::float_to_half(f[i]) : flyops::reference::float_to_bf16(f[i]);
+    }
+  };
+  fill(af, a);
+  fill(bf, b);
+  uint16_t *da, *db;
+  float* dd;
+  CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
+  CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
+  CHECK_CUDA(cudaMalloc(&dd, 16 * 8 * 4));
+  CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dd, 0xff, 16 * 8 * 4));
+  mma_kernel<T><<<1, 32>>>(da, db, dd);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(16 * 8);
+  CHECK_CUDA(cudaMemcpy(got.data(), dd, got.size() * 4, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      float want = static_cast<float>(1 + (m >= 8) * 2 + n % 2);  // the initial accumulator
+      for (int k = 0; k < 16; ++k) want += af[m * 16 + k] * bf[n * 16 + k];
+      ok &= got[m * 8 + n] == want;
+    }
+  report(fp16 ? "mma.sync m16n8k16 fp16, exact on small integers" : "mma.sync m16n8k16 bf16, exact on small integers",
+         ok);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dd);
 }
 
 // ---- stmatrix x4 and pack2: four 8 x 8 matrices from a warp's fragments -----------------
@@ -409,6 +463,8 @@ struct GemmCase {
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
   int d_offset = 0;      // d starts this many elements into its buffer (1: a bias not 4-byte aligned)
   int split = 0;         // the wide kernel's K parts (splitk.cuh; 0: the launcher's choice, given a workspace)
+  int path = 0;          // 2: the decode kernel where the narrow one (gemv.cuh) would run; 3: the narrow one
+  int gemv_runs = 0;     // the narrow kernel's K runs per row group (0: the launcher's choice)
 };
 
 uint16_t to_bits(float f, bool fp16) {
@@ -457,7 +513,8 @@ void test_gemm(const GemmCase& g) {
   p.c = dc, p.ldc = ldc, p.batch_stride_c = sc;
   p.alpha = g.alpha, p.beta = g.beta;
   p.cluster = g.cluster;
-  p.path = g.wide ? 1 : 0;
+  p.path = g.wide ? 1 : g.path;
+  p.gemv_runs = g.gemv_runs;
   p.kparts = g.kparts;
   p.split = g.split;
   if (g.d_kind != 0) p.d = dd + g.d_offset, p.d_stride_m = dsm, p.d_stride_n = dsn;
@@ -925,6 +982,8 @@ int main() {
   test_tma_store();
   test_ring();
   test_wgmma();
+  test_mma<bf16>(false);
+  test_mma<fp16>(true);
   test_stmatrix<bf16>(false);
   test_stmatrix<fp16>(true);
   // Sums of up to K products of [-4, 4] integers are exact in fp32; bf16 rounds the larger
@@ -991,6 +1050,51 @@ int main() {
     test_gemm({64, 200, 100, ak, bk, true});
     for (int parts : {1, 2, 8})  // K runs of one or two blocks, and one part with a tail
       test_gemm({5, 300, 600, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, false, parts});
+  }
+  // The narrow kernel (M <= 16, both operands K-major): one and two 8-wide columns of A,
+  // 1 to 8 K runs a row group (runs empty, partial, a K tail inside a block; a CTA's last
+  // groups past N), N tails, batches, the addend's forms, fp16; the same shapes on the
+  // decode kernel (path 2).
+  for (int runs : {1, 2, 4, 8})
+    for (int64_t m : {1, 5, 8, 9, 16}) {
+      GemmCase c{m, 203, 1000, true, true, m % 2 == 1};
+      c.gemv_runs = runs;
+      c.path = 3;
+      test_gemm(c);
+    }
+  for (int path : {3, 2}) {
+    GemmCase c{16, 4104, 4096};
+    c.path = path;
+    test_gemm(c);
+    GemmCase e{7, 1001, 4104, true, true, true, 3, 0, 2.f, 0.5f, 3};
+    e.path = path;
+    test_gemm(e);
+    GemmCase f{12, 777, 520, true, true, false, 1, 0, 1.f, 1.f, 1};
+    f.path = path;
+    test_gemm(f);
+    GemmCase h{1, 17, 8, true, true, false, 2, 0, 1.f, -1.f, 2};
+    h.path = path;
+    test_gemm(h);
+  }
+  // The launcher's choice between the narrow and the decode kernel (short K, 9-16 rows on a
+  // large weight: the decode kernel).
+  test_gemm({16, 8200, 8192});
+  test_gemm({4, 700, 2048, true, true, true});
+  test_gemm({4, 700, 2040});
+  // K not a multiple of 8 (a 16-byte piece would cross a row's end): the decode kernel.
+  test_gemm({5, 300, 100});
+  test_gemm({1, 64, 1});
+  test_gemm({16, 70, 36, true, true, true});
+  // A one element off 16-byte alignment: neither the narrow kernel nor TMA can read it
+  // (reported unsupported: the binding's route to stock).
+  {
+    const flyops::GemmParams probe = [] {
+      flyops::GemmParams p;
+      p.M = 4, p.N = 64, p.K = 64, p.a = {reinterpret_cast<const void*>(uintptr_t{2}), 64}, p.b = {reinterpret_cast<const void*>(uintptr_t{256}), 64};
+      p.c = reinterpret_cast<void*>(uintptr_t{256}), p.ldc = 64;
+      return p;
+    }();
+    report("gemm: A off 16-byte alignment is unsupported", !flyops::gemm_supports(probe, flyops::device_info(0)).ok);
   }
   test_gemm({16, 300, 128, true, true, false, 1, 0, 2.f, 1.f, 1});
   test_gemm({16, 300, 128, true, false, true, 1, 0, 0.5f, -2.f, 3});

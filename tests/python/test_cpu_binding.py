@@ -329,7 +329,8 @@ def test_bench_without_gpu_says_so():
 # ---- GEMM (the binding: binding/gemm.cc) -----------------------------------------------------
 
 GEMM_OPS = ("mm", "mm.out", "addmm", "addmm.out", "bmm", "bmm.out", "baddbmm", "baddbmm.out")
-GEMM_KERNEL = re.compile(r"flyops_gemm(_decode|_splitk)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+|,kparts[248])?>")
+GEMM_KERNEL = re.compile(r"flyops_gemm(_decode|_splitk|_gemv)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major"
+                         r"(,n(16|64),kparts\d+|,kparts[248]|,n(8|16),r[1248])?>")
 
 
 @pytest.fixture
@@ -379,9 +380,20 @@ def test_gemm_routing_decisions():
     # one tile and a long K: split along K in 8 parts (forced only: src/gemm/splitk.cuh)
     assert r(*_gemm_operands(113, 203, 4096, "nt")) == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts8>"
     assert r(*_gemm_operands(256, 4096, 4096, "tn")) == "flyops_gemm_splitk<bf16,A:m-major,B:n-major,kparts4>"
+    bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16)  # noqa: E731
     # M <= 64 rows: the decode kernel (A padded to 64 rows past 16; one K block, one part)
     assert r(*_gemm_operands(17, 4104, 40, "nn")) == "flyops_gemm_decode<bf16,A:k-major,B:n-major,n64,kparts1>"
-    assert r(*_gemm_operands(16, 4096, 4096, "nt")) == "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>"
+    assert r(*_gemm_operands(16, 4096, 4096, "nn")) == "flyops_gemm_decode<bf16,A:k-major,B:n-major,n16,kparts4>"
+    assert r(bf(16, 4104)[:, :4100], bf(4096, 4104)[:, :4100].t()) == \
+        "flyops_gemm_decode<bf16,A:k-major,B:k-major,n16,kparts4>"  # K % 8 != 0 (padded rows)
+    # M <= 16 with both operands K-major, K % 8 == 0 and K >= 2048: the narrow kernel (past 8
+    # rows up to 2^26 weight elements), its K runs per 16 rows as many as fill the SMs once
+    # (8 at 4096 rows, 2 at 14336), else 8
+    assert r(*_gemm_operands(16, 4096, 4096, "nt")) == "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n16,r8>"
+    assert r(*_gemm_operands(1, 14336, 4096, "nt")) == "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r2>"
+    assert r(*_gemm_operands(8, 128256, 4096, "nt")) == "flyops_gemm_gemv<bf16,A:k-major,B:k-major,n8,r8>"
+    assert r(*_gemm_operands(16, 128256, 4096, "nt")).startswith("flyops_gemm_decode<")
+    assert r(*_gemm_operands(8, 4096, 1024, "nt")).startswith("flyops_gemm_decode<")
     assert r(torch.empty(3, 64, 128, dtype=torch.bfloat16), torch.empty(3, 128, 256, dtype=torch.bfloat16)) == \
         "flyops_gemm<bf16,A:k-major,B:n-major>"
     bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16)  # noqa: E731
@@ -428,8 +440,12 @@ def test_gemm_router_table_classes():
     r = torch.ops.flyops._route_gemm
     assert r(*_gemm_operands(4096, 50257, 768, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
     assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
-    for shape in ((4096, 4096, 4096), (113, 203, 4096), (1, 4096, 4096), (1001, 1001, 128)):
+    for shape in ((4096, 4096, 4096), (113, 203, 4096), (1001, 1001, 128), (1, 28672, 8192), (16, 14336, 4096),
+                  (8, 1024, 1024)):
         assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
+    # decode-sized weights of 2^24-2^26 elements on the narrow kernel (2^25 at 9-16 rows)
+    for shape in ((1, 4096, 4096), (8, 14336, 4096), (1, 4096, 14336), (16, 6144, 4096)):
+        assert r(*_gemm_operands(*shape, "nt")).startswith("flyops_gemm_gemv<"), shape
     # few tiles (64), long K, in the class: split along K, where it measured faster
     assert r(*_gemm_operands(2048, 1001, 4096, "nt")) == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts2>"
     # attention scores as a bmm: short K, flyops over 32 heads (1024 tiles), stock over 4 (128)

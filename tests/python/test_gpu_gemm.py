@@ -30,7 +30,8 @@ DTYPES = [torch.bfloat16, torch.float16]
 TAG = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32,
             torch.float64: torch.int64}
-KERNEL = re.compile(r"flyops_gemm(_decode|_splitk)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major(,n(16|64),kparts\d+|,kparts[248])?>")
+KERNEL = re.compile(r"flyops_gemm(_decode|_splitk|_gemv)?<(bf16|fp16),A:(k|m)-major,B:(k|n)-major"
+                    r"(,n(16|64),kparts\d+|,kparts[248]|,n(8|16),r[1248])?>")
 # a: "n" row-major [M, K], "t" the .t() of a row-major [K, M];
 # b: "n" row-major [K, N], "t" the .t() of a row-major [N, K] (a weight, as F.linear takes it).
 LAYOUTS = ["nn", "nt", "tn", "tt"]
@@ -181,9 +182,9 @@ def check_route(a, b, where, forced=True):
     if r.startswith("flyops_gemm"):
         assert KERNEL.fullmatch(r) and TAG[a.dtype] in r, r
         if 1 not in (a.size(-2), a.size(-1), b.size(-1)):
-            assert re.sub(r"_decode|_splitk|(,n\d+)?,kparts\d+", "", r) == expected_kernel(a, b), r
-        if a.dim() == 2 and a.size(0) <= 64:  # a few rows: the decode kernel
-            assert r.startswith("flyops_gemm_decode<"), r
+            assert re.sub(r"_decode|_splitk|_gemv|(,n\d+)?,kparts\d+|,n\d+,r\d+", "", r) == expected_kernel(a, b), r
+        if a.dim() == 2 and a.size(0) <= 64:  # a few rows: the decode kernel, or at most 16 the narrow one
+            assert r.startswith("flyops_gemm_decode<") or (r.startswith("flyops_gemm_gemv<") and a.size(0) <= 16), r
         kind = "flyops"
     else:
         assert r.startswith("stock (") and r.endswith(")"), r
@@ -855,5 +856,5 @@ def test_log_and_profiler_names(capfd):
     names = [e.name for e in prof.events()]
     assert "flyops::gemm" in names
     kernels = [n for n in names if "flyops_gemm" in n]
-    assert kernels and all(re.match(r"(void )?flyops_gemm(_decode|_splitk|_splitk_reduce)?<", n) for n in kernels), kernels
+    assert kernels and all(re.match(r"(void )?flyops_gemm(_decode|_splitk|_splitk_reduce|_gemv)?<", n) for n in kernels), kernels
 

@@ -136,6 +136,21 @@ FLYOPS_DEVICE uint4 load_now(const uint4* p) {
   return r;
 }
 
+// load_now's 16-byte form under a predicate, zero where it is false (no branch: the load
+// is predicated in place); `once` for data read once: no line is allocated in L1, so
+// what the kernel re-reads (the GEMM narrow kernel's activations) keeps its place there.
+#define FLYOPS_LOAD_IF(QUAL)                                                                   \
+  uint4 r;                                                                                     \
+  asm volatile(                                                                                \
+      "{\n.reg .pred q;\nsetp.ne.b32 q, %5, 0;\nmov.b32 %0, 0;\nmov.b32 %1, 0;\nmov.b32 %2, 0;\n" \
+      "mov.b32 %3, 0;\n@q ld.global.nc" QUAL ".v4.u32 {%0,%1,%2,%3}, [%4];\n}"                 \
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                                             \
+      : "l"(p), "r"(static_cast<uint32_t>(ok)));                                               \
+  return r;
+FLYOPS_DEVICE uint4 load_now_if(const uint4* p, bool ok) { FLYOPS_LOAD_IF("") }
+FLYOPS_DEVICE uint4 load_now_once_if(const uint4* p, bool ok) { FLYOPS_LOAD_IF(".L1::no_allocate") }
+#undef FLYOPS_LOAD_IF
+
 template <CachePolicy P = CachePolicy::kDefault, typename T, int kN>
 FLYOPS_DEVICE void load(Vec<T, kN>& dst, const T* src) {
   using V = Vec<T, kN>;
