@@ -57,12 +57,17 @@ inline bool measured_faster(const GemmParams& p) {
 
 // The narrow kernel (gemv.cuh: at most 16 rows of A, both operands K-major, K % 8 == 0) on
 // decode-sized calls, by A's rows and the weight's size N x K (elements). Session of
-// 2026-12-04, `--tune --passes decode` (memset flush; docs/perf-notes.md, GEMM v20), flyops
-// forced against stock torch.matmul: M = 1 and 8 at 4096 x 4096 1.22x, 6144 x 4096
-// 1.17x, 14336 x 4096 and 4096 x 14336 1.12-1.14x; M = 16 at 4096 x 4096 1.15x, 6144 x
-// 4096 1.04x. Past 2^26 elements (448 MiB weights, the 128256-entry LM head) stock already
-// streams at 3.7-4.2 TB/s and the kernel measured 0.95-1.0x; M = 16 at 14336 x 4096 1.00x.
-// Smaller weights were not measured, so stock.
+// 2026-12-04 (docs/perf-notes.md, GEMM v20), flyops against stock in one process, under
+// the benchmark's memset flush (`--tune --passes decode` and the bench) and with a clean L2
+// (the probe, PROBE_FLUSH=clean: what a model's decode step sees once the other layers'
+// weights passed through L2). A class routes only where neither measured it slower:
+//   M = 1-8:  4096 x 4096 1.19-1.26x (memset) / 1.10-1.14x (clean), 6144 x 4096 1.13-1.21x
+//             / 1.05-1.06x, 4096 x 14336 1.13-1.15x / 1.02x, 14336 x 4096 1.10-1.13x /
+//             0.99-1.02x (a tie on a clean L2);
+//   M = 9-16: 4096 x 4096 1.11-1.17x / 1.04-1.06x; 6144 x 4096 1.02-1.06x but 0.87x on a
+//             clean L2, 14336 x 4096 and 4096 x 14336 0.87-0.88x clean: stock.
+// Past 2^26 elements (448 MiB weights, the 128256-entry LM head) stock streams at 3.7-4.2
+// TB/s and the kernel measured 0.95-1.05x. Smaller weights were not measured, so stock.
 struct NarrowClass {
   int64_t max_m;         // A's rows at most this
   int64_t min_nk, max_nk;  // N * K within these
@@ -70,7 +75,7 @@ struct NarrowClass {
 
 inline constexpr NarrowClass kNarrowFaster[] = {
     {8, int64_t{1} << 24, int64_t{1} << 26},
-    {16, int64_t{1} << 24, int64_t{1} << 25},
+    {16, int64_t{1} << 24, int64_t{1} << 24},
 };
 
 inline bool narrow_faster(const GemmParams& p) {

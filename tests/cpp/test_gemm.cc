@@ -112,11 +112,12 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128, 4), kH200).flyops);  // 128 tiles: stock
   EXPECT_FALSE(gemm_choose(batched(512, 1001, 32, 64), kH200).flyops);   // K < 64: stock
   EXPECT_FALSE(gemm_choose(params(1001, 1001, 128), kH200).flyops);      // one call, 32 tiles
-  // Decode-sized weights on the narrow kernel: 2^24-2^26 elements up to 8 rows of A, up
-  // to 2^25 at 9-16; both operands K-major, one batch entry, K % 8 == 0.
+  // Decode-sized weights on the narrow kernel: 2^24-2^26 elements up to 8 rows of A, 2^24
+  // at 9-16; both operands K-major, one batch entry, K % 8 == 0.
   EXPECT_TRUE(gemm_choose(params(1, 4096, 4096), kH200).flyops);
   EXPECT_TRUE(gemm_choose(params(8, 4096, 14336), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(params(16, 6144, 4096), kH200).flyops);
+  EXPECT_TRUE(gemm_choose(params(16, 4096, 4096), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(16, 6144, 4096), kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(16, 14336, 4096), kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(1, 28672, 8192), kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(17, 4096, 4096), kH200).flyops);

@@ -441,10 +441,10 @@ def test_gemm_router_table_classes():
     assert r(*_gemm_operands(4096, 50257, 768, "nt")) == "flyops_gemm<bf16,A:k-major,B:k-major>"
     assert r(*_gemm_operands(1, 50257, 768, "nt")).startswith("flyops_gemm_decode<bf16,A:k-major,B:k-major,")
     for shape in ((4096, 4096, 4096), (113, 203, 4096), (1001, 1001, 128), (1, 28672, 8192), (16, 14336, 4096),
-                  (8, 1024, 1024)):
+                  (16, 6144, 4096), (8, 1024, 1024)):
         assert "tuned_table" in r(*_gemm_operands(*shape, "nt")), shape
-    # decode-sized weights of 2^24-2^26 elements on the narrow kernel (2^25 at 9-16 rows)
-    for shape in ((1, 4096, 4096), (8, 14336, 4096), (1, 4096, 14336), (16, 6144, 4096)):
+    # decode-sized weights of 2^24-2^26 elements on the narrow kernel (2^24 at 9-16 rows)
+    for shape in ((1, 4096, 4096), (8, 14336, 4096), (1, 4096, 14336), (16, 4096, 4096)):
         assert r(*_gemm_operands(*shape, "nt")).startswith("flyops_gemm_gemv<"), shape
     # few tiles (64), long K, in the class: split along K, where it measured faster
     assert r(*_gemm_operands(2048, 1001, 4096, "nt")) == "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts2>"
