@@ -680,6 +680,40 @@ def test_cuda_graph_capture_and_replay():
         assert_same_bits(z, torch.addmm(bias, a, b, beta=0.5, alpha=2.0), "graph addmm vs eager")
 
 
+@pytest.mark.parametrize("rows", [1, 8, 16])
+def test_decode_linear_routed_to_the_narrow_kernel(rows):
+    """A decode step's nn.Linear (4096 -> 4096, bias) through the router, no force: the narrow
+    kernel takes it; random values against float64 by the error rule (stock alongside),
+    then captured in a CUDA graph and compiled with fullgraph=True, with the same bits."""
+    lin = torch.nn.Linear(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    x = randn((rows, 4096), torch.bfloat16)
+    assert torch.ops.flyops._route_gemm(x, lin.weight.t()).startswith("flyops_gemm_gemv<bf16,"), rows
+    y, where = went(lambda: lin(x))
+    assert where == "flyops"
+    with flyops.disabled("gemm"):
+        y_s = lin(x)
+    xd, wd, bd = x.double(), lin.weight.double(), lin.bias.double()
+    ref.check(y, y_s, xd @ wd.t() + bd, torch.bfloat16, 4096, float((xd.abs() @ wd.abs().t() + bd.abs()).max()))
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        lin(x)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        yg = lin(x)
+    x.copy_(randn((rows, 4096), torch.bfloat16))
+    g.replay()
+    torch.cuda.synchronize()
+    assert_same_bits(yg, lin(x), "graph replay vs eager")
+    compiled = torch.compile(lin, fullgraph=True)
+    f0, _ = counts()
+    yc = compiled(x)
+    torch.cuda.synchronize()
+    assert counts()[0] > f0
+    assert_same_bits(yc, lin(x), "compiled vs eager")
+
+
 @pytest.mark.usefixtures("ours")
 def test_autocast_linear_reaches_flyops():
     lin = torch.nn.Linear(512, 1000, device="cuda")
