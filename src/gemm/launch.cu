@@ -67,6 +67,14 @@ int device_sms(int device) {
   });
 }
 
+// C and the addend as every kernel's epilogue takes them; beta == 0 drops D (never read).
+template <typename T>
+gemm::EpilogueArgs<T> epilogue_args(const GemmParams& p) {
+  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  return gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
+                               use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+}
+
 // The kernels' arguments: sizes, the tile order, the epilogue.
 template <typename Cfg, typename T>
 gemm::KernelArgs<T> kernel_args(const GemmParams& p, bool tma_c, int cluster) {
@@ -78,10 +86,8 @@ gemm::KernelArgs<T> kernel_args(const GemmParams& p, bool tma_c, int cluster) {
   // The tuning hook's band height: even, so that pairs of tile rows stay in one band.
   if (p.group_rows >= 2 && p.group_rows <= 64 && p.group_rows % 2 == 0) args.sched.group_rows = p.group_rows;
   args.batch_stride_c = p.batch_stride_c;
-  const bool use_d = p.beta != 0.f && p.d != nullptr;
-  args.batch_stride_d = use_d ? p.batch_stride_d : 0;
-  args.epi = gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
-                                   use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m, p.d_stride_n};
+  args.epi = epilogue_args<T>(p);
+  args.batch_stride_d = args.epi.d != nullptr ? p.batch_stride_d : 0;
   args.tma_store = tma_c;
   args.form = gemm::epilogue_form(args.epi, args.batch_stride_d, p.N);
   return args;
@@ -253,11 +259,7 @@ Status launch_decode(const GemmParams& p, const CUtensorMap& mw, const CUtensorM
   constexpr auto kernel = &flyops_gemm_decode<T, kWK, kXK, kMP>;
   constexpr int kSmem = gemm::DecodeConfig<kMP>::kSmemBytes;
   if (!smem_opt_in<kernel, kSmem>(p.device)) return Status::kCudaError;
-  const bool use_d = p.beta != 0.f && p.d != nullptr;
-  const gemm::DecodeArgs<T> args{p.M, p.N, p.K,
-                                 gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
-                                                       use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m,
-                                                       p.d_stride_n}};
+  const gemm::DecodeArgs<T> args{p.M, p.N, p.K, epilogue_args<T>(p)};
   const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows;
   const dim3 grid(static_cast<unsigned>(tiles * parts));
   const auto stream = static_cast<cudaStream_t>(p.stream);
@@ -336,7 +338,7 @@ int gemv_runs(const GemmParams& p, int sms) {
 
 template <typename T, int kNT>
 Status launch_gemv(const GemmParams& p, int runs) {
-  const bool use_d = p.beta != 0.f && p.d != nullptr;
+  const gemm::EpilogueArgs<T> epi = epilogue_args<T>(p);
   const gemm::GemvArgs<T> args{static_cast<const T*>(p.a.ptr),
                                static_cast<const T*>(p.b.ptr),
                                p.a.ld,
@@ -344,14 +346,12 @@ Status launch_gemv(const GemmParams& p, int runs) {
                                p.a.batch_stride,
                                p.b.batch_stride,
                                p.batch_stride_c,
-                               use_d ? p.batch_stride_d : 0,
+                               epi.d != nullptr ? p.batch_stride_d : 0,
                                p.M,
                                p.N,
                                p.K,
                                runs,
-                               gemm::EpilogueArgs<T>{static_cast<T*>(p.c), p.ldc, p.alpha, p.beta,
-                                                     use_d ? static_cast<const T*>(p.d) : nullptr, p.d_stride_m,
-                                                     p.d_stride_n}};
+                               epi};
   const int64_t rows_per_cta = int64_t{gemm::kGemvRows} * (gemm::kGemvWarps / runs);
   const dim3 grid(static_cast<unsigned>((p.N + rows_per_cta - 1) / rows_per_cta), static_cast<unsigned>(p.batch));
   flyops_gemm_gemv<T, kNT><<<grid, gemm::kGemvWarps * 32, 0, static_cast<cudaStream_t>(p.stream)>>>(args);
@@ -365,13 +365,14 @@ Status run_gemv(const GemmParams& p, int runs) {
 }
 
 // How many parts to cut K into on the decode path, 0 when it does not apply (more than 64
-// rows of A, batches, or the tuning hook asks for the wide kernel). The most parts (up to
+// rows of A, batches, or the tuning hook asks for the wide kernel; route_of asks the narrow
+// kernel first). The most parts (up to
 // a portable cluster of 8) that keep the grid within 1.5 CTAs per SM, each part at least
 // two K blocks long: fewer parts pay less for the cluster reduction, which measured
 // ~2.5 us per CTA (docs/perf-notes.md, GEMM v5); the probe's per-part sweep put the best
 // split near one to two CTAs per SM.
 int decode_parts(const GemmParams& p, int sms) {
-  if (p.path == 1 || p.M > 64 || p.batch != 1 || gemv_applies(p)) return 0;
+  if (p.path == 1 || p.M > 64 || p.batch != 1) return 0;
   const int64_t tiles = (p.N + gemm::kDecodeRows - 1) / gemm::kDecodeRows, blocks = (p.K + gemm::kBK - 1) / gemm::kBK;
   const int64_t slots = int64_t{sms} * 3 / 2;
   if (p.kparts == 1 || p.kparts == 2 || p.kparts == 4 || p.kparts == 8)  // the tuning hook, where every part
@@ -381,53 +382,67 @@ int decode_parts(const GemmParams& p, int sms) {
   return parts;
 }
 
-// The wide kernel's K parts (off the decode path): wanted_parts where the caller gave the
-// workspace, else 1.
-int split_parts(const GemmParams& p, int sms) { return p.workspace == nullptr ? 1 : wanted_parts(p, sms); }
-
 int sms_of(const DeviceInfo& dev) { return dev.sm_count > 0 ? dev.sm_count : 132; }
+
+// The kernel a call runs on, decided in one place for the launch, its name and its
+// workspace: the narrow kernel (n: K runs per row group), the decode kernel (n: K parts),
+// or the wide kernel (n: K parts it would split into, given a workspace).
+struct Route {
+  enum Kind { kNarrow, kDecode, kWide } kind;
+  int n;
+};
+Route route_of(const GemmParams& p, int sms) {
+  if (gemv_applies(p)) return {Route::kNarrow, gemv_runs(p, sms)};
+  if (const int parts = decode_parts(p, sms)) return {Route::kDecode, parts};
+  return {Route::kWide, wanted_parts(p, sms)};
+}
+
+// The wide kernel's K parts as it runs: the route's where the caller gave the workspace,
+// else 1 (unsplit).
+int wide_split(const GemmParams& p, const Route& r) {
+  return r.kind == Route::kWide && p.workspace != nullptr ? r.n : 1;
+}
 
 }  // namespace
 
 size_t gemm_workspace_bytes(const GemmParams& p, const DeviceInfo& dev) {
-  const int sms = sms_of(dev);
-  if (gemv_applies(p) || decode_parts(p, sms) > 0) return 0;
-  const int parts = wanted_parts(p, sms);
-  return parts == 1 ? 0 : static_cast<size_t>(gemm::split_workspace_floats(gemm::wide_tiles(p), parts)) * 4;
+  const Route r = route_of(p, sms_of(dev));
+  if (r.kind != Route::kWide || r.n == 1) return 0;
+  return static_cast<size_t>(gemm::split_workspace_floats(gemm::wide_tiles(p), r.n)) * 4;
 }
 
 Status gemm_run(const GemmParams& p) {
   const CUtensorMapDataType type =
       p.dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const int sms = device_sms(p.device);
-  if (gemv_applies(p)) {
-    const int runs = gemv_runs(p, sms);
-    return p.dtype == DType::kBFloat16 ? run_gemv<tile::bf16>(p, runs) : run_gemv<tile::fp16>(p, runs);
+  const bool bf16 = p.dtype == DType::kBFloat16;
+  const Route r = route_of(p, device_sms(p.device));
+  switch (r.kind) {
+    case Route::kNarrow: return bf16 ? run_gemv<tile::bf16>(p, r.n) : run_gemv<tile::fp16>(p, r.n);
+    case Route::kDecode: return bf16 ? run_decode<tile::bf16>(p, r.n, type) : run_decode<tile::fp16>(p, r.n, type);
+    default: {
+      const int split = wide_split(p, r);
+      return bf16 ? run_wide<tile::bf16>(p, split, type) : run_wide<tile::fp16>(p, split, type);
+    }
   }
-  const int parts = decode_parts(p, sms);
-  if (parts > 0)
-    return p.dtype == DType::kBFloat16 ? run_decode<tile::bf16>(p, parts, type) : run_decode<tile::fp16>(p, parts, type);
-  const int split = split_parts(p, sms);
-  return p.dtype == DType::kBFloat16 ? run_wide<tile::bf16>(p, split, type) : run_wide<tile::fp16>(p, split, type);
 }
 
 const char* gemm_last_error() { return g_last_error; }
 
 const char* gemm_kernel_name(const GemmParams& p, const DeviceInfo& dev) {
   thread_local char name[96];
-  const int sms = sms_of(dev);
-  if (gemv_applies(p)) {
-    std::snprintf(name, sizeof(name), "flyops_gemm_gemv<%s,A:k-major,B:k-major,n%d,r%d>",
-                  p.dtype == DType::kBFloat16 ? "bf16" : "fp16", p.M <= 8 ? 8 : 16, gemv_runs(p, sms));
+  const char* dtype = p.dtype == DType::kBFloat16 ? "bf16" : "fp16";
+  const Route r = route_of(p, sms_of(dev));
+  if (r.kind == Route::kNarrow) {
+    std::snprintf(name, sizeof(name), "flyops_gemm_gemv<%s,A:k-major,B:k-major,n%d,r%d>", dtype, p.M <= 8 ? 8 : 16, r.n);
     return name;
   }
-  const int parts = decode_parts(p, sms), split = parts > 0 ? 1 : split_parts(p, sms);
+  const int split = wide_split(p, r);
   char tail[24] = "";
-  if (parts > 0) std::snprintf(tail, sizeof(tail), ",n%d,kparts%d", decode_width(p), parts);
+  if (r.kind == Route::kDecode) std::snprintf(tail, sizeof(tail), ",n%d,kparts%d", decode_width(p), r.n);
   if (split > 1) std::snprintf(tail, sizeof(tail), ",kparts%d", split);
   std::snprintf(name, sizeof(name), "flyops_gemm%s<%s,A:%s-major,B:%s-major%s>",
-                parts > 0 ? "_decode" : split > 1 ? "_splitk" : "", p.dtype == DType::kBFloat16 ? "bf16" : "fp16",
-                p.a.k_major ? "k" : "m", p.b.k_major ? "k" : "n", tail);
+                r.kind == Route::kDecode ? "_decode" : split > 1 ? "_splitk" : "", dtype, p.a.k_major ? "k" : "m",
+                p.b.k_major ? "k" : "n", tail);
   return name;
 }
 
