@@ -43,18 +43,6 @@ inline constexpr ShapeClass kFasterThanStock[] = {
 // The wide kernel's 128 x 256 tiles over all batch entries (launch.cu's split-K choice too).
 inline int64_t wide_tiles(const GemmParams& p) { return (p.M + 127) / 128 * ((p.N + 255) / 256) * p.batch; }
 
-inline bool narrow_faster(const GemmParams& p);
-
-inline bool measured_faster(const GemmParams& p) {
-  if (narrow_faster(p)) return true;
-  const bool unaligned = p.ldc % 8 != 0;
-  for (const ShapeClass& c : kFasterThanStock)
-    if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned) &&
-        wide_tiles(p) >= c.min_tiles)
-      return true;
-  return false;
-}
-
 // The narrow kernel (gemv.cuh: at most 16 rows of A, both operands K-major, K % 8 == 0) on
 // decode-sized calls, by A's rows and the weight's size N x K (elements). Session of
 // 2026-12-04 (docs/perf-notes.md, GEMM v20), flyops against stock in one process, under
@@ -67,21 +55,34 @@ inline bool measured_faster(const GemmParams& p) {
 //   M = 9-16: 4096 x 4096 1.11-1.17x / 1.04-1.06x; 6144 x 4096 1.02-1.06x but 0.87x on a
 //             clean L2, 14336 x 4096 and 4096 x 14336 0.87-0.88x clean: stock.
 // Past 2^26 elements (448 MiB weights, the 128256-entry LM head) stock streams at 3.7-4.2
-// TB/s and the kernel measured 0.95-1.05x. Smaller weights were not measured, so stock.
+// TB/s and the kernel measured 0.95-1.05x. Smaller weights and K below 4096 were not
+// measured, so stock: there the launcher may pick the decode kernel (K < 2048), which was
+// not measured on them either.
 struct NarrowClass {
-  int64_t max_m;         // A's rows at most this
+  int64_t max_m;           // A's rows at most this
+  int64_t min_k;           // K at least this
   int64_t min_nk, max_nk;  // N * K within these
 };
 
 inline constexpr NarrowClass kNarrowFaster[] = {
-    {8, int64_t{1} << 24, int64_t{1} << 26},
-    {16, int64_t{1} << 24, int64_t{1} << 24},
+    {8, 4096, int64_t{1} << 24, int64_t{1} << 26},
+    {16, 4096, int64_t{1} << 24, int64_t{1} << 24},
 };
 
 inline bool narrow_faster(const GemmParams& p) {
   if (p.batch != 1 || !p.a.k_major || !p.b.k_major || p.K % 8 != 0) return false;
   for (const NarrowClass& c : kNarrowFaster)
-    if (p.M <= c.max_m && p.N * p.K >= c.min_nk && p.N * p.K <= c.max_nk) return true;
+    if (p.M <= c.max_m && p.K >= c.min_k && p.N * p.K >= c.min_nk && p.N * p.K <= c.max_nk) return true;
+  return false;
+}
+
+inline bool measured_faster(const GemmParams& p) {
+  if (narrow_faster(p)) return true;
+  const bool unaligned = p.ldc % 8 != 0;
+  for (const ShapeClass& c : kFasterThanStock)
+    if (p.M >= c.min_m && p.M <= c.max_m && p.N >= c.min_n && p.K >= c.min_k && (!c.c_unaligned || unaligned) &&
+        wide_tiles(p) >= c.min_tiles)
+      return true;
   return false;
 }
 

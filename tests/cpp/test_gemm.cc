@@ -122,6 +122,8 @@ TEST(GemmRouter, TableClasses) {
   EXPECT_FALSE(gemm_choose(params(1, 28672, 8192), kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(17, 4096, 4096), kH200).flyops);
   EXPECT_FALSE(gemm_choose(params(1, 1024, 1024), kH200).flyops);
+  EXPECT_FALSE(gemm_choose(params(1, 32768, 1024), kH200).flyops);  // K < 4096: not measured (decode kernel)
+  EXPECT_FALSE(gemm_choose(params(8, 8192, 2048), kH200).flyops);   // nor on the narrow kernel
   EXPECT_FALSE(gemm_choose(batched(1, 4096, 4096, 2), kH200).flyops);
   GemmParams n_major = params(1, 4096, 4096);
   n_major.b = {g_buf + 256, 4096, false};
