@@ -190,43 +190,65 @@ __global__ void mma_kernel(const uint16_t* a, const uint16_t* b, float* d_out) {
   for (int e = 0; e < 4; ++e) d_out[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = d[e];
 }
 
+// Two 16-bit operands of small integers in [-4, 4] (their products and sums are exact in
+// fp32) on the device and as floats on the host, and an fp32 output poisoned with NaN, for
+// the tensor-core tests; freed with it.
+struct SmallIntOperands {
+  std::vector<float> af, bf;
+  uint16_t *da = nullptr, *db = nullptr;
+  float* dout = nullptr;
+  size_t outs;
+
+  SmallIntOperands(size_t na, size_t nb, size_t out_floats, bool fp16, uint32_t seed)
+      : af(na), bf(nb), outs(out_floats) {
+    std::mt19937 rng(seed);
+    std::vector<uint16_t> a(na), b(nb);
+    auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
+      for (size_t i = 0; i < f.size(); ++i) {
+        f[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+        h[i] = fp16 ? flyops::reference::float_to_half(f[i]) : flyops::reference::float_to_bf16(f[i]);
+      }
+    };
+    fill(af, a);
+    fill(bf, b);
+    CHECK_CUDA(cudaMalloc(&da, na * 2));
+    CHECK_CUDA(cudaMalloc(&db, nb * 2));
+    CHECK_CUDA(cudaMalloc(&dout, outs * 4));
+    CHECK_CUDA(cudaMemcpy(da, a.data(), na * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(db, b.data(), nb * 2, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(dout, 0xff, outs * 4));
+  }
+  SmallIntOperands(const SmallIntOperands&) = delete;
+  SmallIntOperands& operator=(const SmallIntOperands&) = delete;
+  ~SmallIntOperands() {
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dout);
+  }
+
+  // The output, after the kernel that writes it.
+  std::vector<float> result() const {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> got(outs);
+    CHECK_CUDA(cudaMemcpy(got.data(), dout, outs * 4, cudaMemcpyDeviceToHost));
+    return got;
+  }
+};
+
 template <typename T>
 void test_mma(bool fp16) {
-  std::vector<uint16_t> a(16 * 16), b(8 * 16);
-  std::vector<float> af(a.size()), bf(b.size());
-  std::mt19937 rng(fp16 ? 23 : 13);
-  auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
-    for (size_t i = 0; i < f.size(); ++i) {
-      f[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-      h[i] = fp16 ? flyops::reference::float_to_half(f[i]) : flyops::reference::float_to_bf16(f[i]);
-    }
-  };
-  fill(af, a);
-  fill(bf, b);
-  uint16_t *da, *db;
-  float* dd;
-  CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
-  CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
-  CHECK_CUDA(cudaMalloc(&dd, 16 * 8 * 4));
-  CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(dd, 0xff, 16 * 8 * 4));
-  mma_kernel<T><<<1, 32>>>(da, db, dd);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<float> got(16 * 8);
-  CHECK_CUDA(cudaMemcpy(got.data(), dd, got.size() * 4, cudaMemcpyDeviceToHost));
+  const SmallIntOperands op(16 * 16, 8 * 16, 16 * 8, fp16, fp16 ? 23 : 13);
+  mma_kernel<T><<<1, 32>>>(op.da, op.db, op.dout);
+  const std::vector<float> got = op.result();
   bool ok = true;
   for (int m = 0; m < 16; ++m)
     for (int n = 0; n < 8; ++n) {
       float want = static_cast<float>(1 + (m >= 8) * 2 + n % 2);  // the initial accumulator
-      for (int k = 0; k < 16; ++k) want += af[m * 16 + k] * bf[n * 16 + k];
+      for (int k = 0; k < 16; ++k) want += op.af[m * 16 + k] * op.bf[n * 16 + k];
       ok &= got[m * 8 + n] == want;
     }
   report(fp16 ? "mma.sync m16n8k16 fp16, exact on small integers" : "mma.sync m16n8k16 bf16, exact on small integers",
          ok);
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dd);
 }
 
 // ---- stmatrix x4 and pack2: four 8 x 8 matrices from a warp's fragments -----------------
@@ -414,38 +436,17 @@ void test_stmatrix(bool fp16) {
 }
 
 void test_wgmma() {
-  std::vector<uint16_t> a(64 * 16), b(64 * 16);
-  std::vector<float> af(a.size()), bf(b.size());
-  std::mt19937 rng(11);
-  for (size_t i = 0; i < a.size(); ++i) {
-    af[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-    bf[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
-    a[i] = flyops::reference::float_to_bf16(af[i]);
-    b[i] = flyops::reference::float_to_bf16(bf[i]);
-  }
-  uint16_t *da, *db;
-  float* dd;
-  CHECK_CUDA(cudaMalloc(&da, a.size() * 2));
-  CHECK_CUDA(cudaMalloc(&db, b.size() * 2));
-  CHECK_CUDA(cudaMalloc(&dd, 64 * 64 * 4));
-  CHECK_CUDA(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(dd, 0xff, 64 * 64 * 4));
-  wgmma_kernel<<<1, 128>>>(da, db, dd);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<float> got(64 * 64);
-  CHECK_CUDA(cudaMemcpy(got.data(), dd, got.size() * 4, cudaMemcpyDeviceToHost));
+  const SmallIntOperands op(64 * 16, 64 * 16, 64 * 64, false, 11);
+  wgmma_kernel<<<1, 128>>>(op.da, op.db, op.dout);
+  const std::vector<float> got = op.result();
   bool ok = true;
   for (int m = 0; m < 64; ++m)
     for (int n = 0; n < 64; ++n) {
       float want = 0;  // small integers: exact in fp32
-      for (int k = 0; k < 16; ++k) want += af[m * 16 + k] * bf[n * 16 + k];
+      for (int k = 0; k < 16; ++k) want += op.af[m * 16 + k] * op.bf[n * 16 + k];
       ok &= got[m * 64 + n] == want;
     }
   report("wgmma m64n64k16 bf16, exact on small integers", ok);
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dd);
 }
 
 // The GEMM through the core API on small integers (exact in fp32; the output rounds once
