@@ -63,6 +63,9 @@ struct FilterArgs {
 
 namespace flyops::topk::detail {
 
+static_assert(filter_smem().total - filter_smem().bins == kOrderBuckets * 4,
+              "filter_smem (traits.h) holds the bucket order's bins (block_sort.cuh)");
+
 // A flat buffer of m composites as small_cut's runs: thread t owns entries t, t + kThreads,
 // ... (consecutive threads read consecutive words). Keys: the composites' high halves (order
 // keys), or (kTies) the low halves (~positions) of those whose high half is `tie`.

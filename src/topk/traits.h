@@ -308,7 +308,7 @@ FLYOPS_HD constexpr FilterSmem filter_smem() {
   s.tmp_key = s.val + kFilterCap * 4;
   s.tmp_val = s.tmp_key + kFilterCap * 8;
   s.bins = s.tmp_val + kFilterCap * 4;
-  s.total = s.bins + 2048 * 4;  // kOrderBuckets (block_sort.cuh)
+  s.total = s.bins + 2048 * 4;  // kOrderBuckets words (block_sort.cuh; checked in filter_kernel.cuh)
   return s;
 }
 inline constexpr int kFilterSmem = filter_smem().total;
