@@ -115,6 +115,99 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
   return true;
 }
 
+// A screened row's k best from its list in one pass of kListBuckets buckets (TopK v73), in
+// place of small_select's digit rounds and order_desc's bucket order after them (~6 us of a
+// k = 1024 row): the buckets split the list's key span evenly; a suffix scan of their counts
+// gives each bucket its first output slot and the cut (the bucket holding the k-th best);
+// each key at or above the cut takes the next slot of its bucket, staged in shared memory
+// as (key, ~list index). Buckets one key wide (a 16-bit list, or a narrow span) are done
+// then: their keys tie, and a tie may take any index (the list's order is the stream's, by
+// atomics, as before). Wider buckets rank their composites within the bucket. Returns false,
+// having written nothing, when such a bucket at or above the cut holds more than
+// kListBucketMax (many tied keys: the caller selects as before). out(slot, key, list index),
+// slot 0 the best, its positions read from the list after the staging, all at once (read
+// per key in the scatter, each was a global load in the chain of its atomic). Every thread
+// calls it; k <= kFinishSmemMaxK.
+template <int kThreads, typename Run, typename Out>
+FLYOPS_DEVICE bool list_top(const Run& run, int first, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
+                            uint32_t* bins, uint64_t* stage, PhaseTrace* trace, Out&& out) {
+  constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
+  static_assert(kPer * kThreads == kListBuckets && kListBuckets == 1 << 11, "whole buckets a thread, 11 bits");
+  constexpr int kOut = (kFinishSmemMaxK + kListBucketMax + kThreads - 1) / kThreads;  // staged entries a thread
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint32_t mn = __reduce_min_sync(0xffffffffu, part.mn), mx = __reduce_max_sync(0xffffffffu, part.mx);
+  if (lane == 0) {
+    s.warp_a[warp] = mn;
+    s.warp_b[warp] = mx;
+  }
+  for (int b = tid; b < kListBuckets; b += kThreads) bins[b] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    mn = min(mn, s.warp_a[w]);
+    mx = max(mx, s.warp_b[w]);
+  }
+  const int bits = 32 - __clz(mx - mn);
+  const int shift = bits > 11 ? bits - 11 : 0;
+  auto bucket = [&](uint32_t key) { return (key - mn) >> shift; };
+  run.each([&](int, uint32_t key) { atomicAdd(&bins[bucket(key)], 1u); });
+  __syncthreads();
+  trace->mark();
+  uint32_t cnt[kPer], own = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    cnt[j] = bins[tid * kPer + j];
+    own += cnt[j];
+  }
+  const uint32_t incl = tile::warp_suffix_sum(own);  // this lane's buckets and every higher lane's
+  if (lane == 0) s.warp_c[warp] = incl;
+  __syncthreads();
+  uint32_t above = incl - own;
+  for (int w = warp + 1; w < kWarps; ++w) above += s.warp_c[w];
+  bool crowded = false;
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    bins[tid * kPer + j] = above;  // the bucket's first slot
+    if (above < k) {
+      crowded |= cnt[j] > static_cast<uint32_t>(kListBucketMax);
+      if (above + cnt[j] >= k) s.pick[0] = static_cast<uint32_t>(tid * kPer + j);
+    }
+    above += cnt[j];
+  }
+  if (__syncthreads_or(crowded && shift > 0)) return false;
+  const uint32_t cut = s.pick[0];
+  run.each([&](int j, uint32_t key) {
+    const uint32_t b = bucket(key);
+    if (b < cut) return;
+    const uint32_t slot = atomicAdd(&bins[b], 1u);
+    if (shift > 0 || slot < k) stage[slot] = (uint64_t{key} << 32) | (0xffffffffu - static_cast<uint32_t>(first + j));
+  });
+  __syncthreads();
+  trace->mark();
+  // bins[b] is now bucket b's end, and the end of the bucket above is its first slot.
+  const uint32_t staged = shift == 0 ? k : bins[cut];
+  uint32_t slot[kOut], key[kOut], index[kOut];
+#pragma unroll
+  for (int u = 0; u < kOut; ++u) {
+    const uint32_t q = tid + u * kThreads;
+    slot[u] = k;  // none
+    if (q < staged) {
+      const uint64_t c = stage[q];
+      key[u] = static_cast<uint32_t>(c >> 32);
+      index[u] = 0xffffffffu - static_cast<uint32_t>(c);
+      uint32_t r = q;
+      if (shift > 0) {
+        const uint32_t b = bucket(key[u]);
+        r = b == kListBuckets - 1 ? 0u : bins[b + 1];
+        for (uint32_t i = r, end = bins[b]; i < end; ++i) r += stage[i] > c;
+      }
+      slot[u] = r;
+    }
+  }
+  out(slot, key, index);
+  return true;
+}
+
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
@@ -199,6 +292,35 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       return;
     }
     if (tid == 0) a.done[row] = 1;
+  }
+
+  // ---- the list's k best in one bucket pass, where no bucket is crowded ---------------------
+  if constexpr (kShared) {
+    if (listed) {
+      const uint2* l = a.cand + row * a.cap;
+      Raw* vo = static_cast<Raw*>(a.values) + row * k;
+      int64_t* io = a.indices + row * k;
+      auto out = [&](const auto& slot, const auto& key, const auto& index) {
+        constexpr int kOut = sizeof(slot) / sizeof(slot[0]);
+        uint32_t pos[kOut];
+#pragma unroll
+        for (int u = 0; u < kOut; ++u)  // the loads first, all in flight
+          if (slot[u] < static_cast<uint32_t>(k)) pos[u] = l[index[u]].y;
+#pragma unroll
+        for (int u = 0; u < kOut; ++u)
+          if (slot[u] < static_cast<uint32_t>(k)) {
+            vo[slot[u]] = flyops::topk::element_bits<Keys>(key[u], largest, xr, pos[u]);
+            io[slot[u]] = pos[u];
+          }
+      };
+      if (detail::list_top<kThreads>(run, first, range, static_cast<uint32_t>(k), s,
+                                     reinterpret_cast<uint32_t*>(smem + L.bins),
+                                     reinterpret_cast<uint64_t*>(smem + L.stage), &trace, out)) {
+        mark();
+        dump();
+        return;
+      }
+    }
   }
 
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------

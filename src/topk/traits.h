@@ -183,9 +183,15 @@ FLYOPS_HD int finish_groups(int elems, int k, int group_log2) {
 // (finish_groups). The sort's bucket scatter reuses the keys. The register forms' ranking
 // by counting (TopK v66) puts one composite a thread in the sort's room, which it uses only
 // where the sort does not run: at offset 0, no pointer to hold.
+// The shared-memory form also has room for the list's one bucket pass (TopK v73,
+// detail::list_top in finish_kernel.cuh): kListBuckets counts and the composites of the
+// buckets at or above the cut (fewer than k plus one bucket's kListBucketMax).
+inline constexpr int kListBuckets = 2048;
+inline constexpr int kListBucketMax = 128;
 struct FinishSmem {
   int keys, sort_key, sort_val, chosen, total;
   int sort_cap;  // the power of two >= k
+  int bins, stage;  // the list's bucket pass (shared-memory form only)
 };
 FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
   auto up16 = [](int b) { return (b + 15) & ~15; };
@@ -196,7 +202,9 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
   s.sort_val = s.sort_key + p * 8;
   const int ranked = elems <= kFinishMaxE ? s.sort_key + kFinishThreads * 8 : 0;
   s.chosen = up16(s.sort_val + p * 4 > ranked ? s.sort_val + p * 4 : ranked);
-  s.total = up16(s.chosen + finish_groups(elems, k, group_log2) * 4);
+  s.bins = s.stage = up16(s.chosen + finish_groups(elems, k, group_log2) * 4);
+  if (elems > kFinishMaxE) s.stage = s.bins + kListBuckets * 4;
+  s.total = elems > kFinishMaxE ? s.stage + (k + kListBucketMax) * 8 : s.bins;
   s.sort_cap = p;
   return s;
 }

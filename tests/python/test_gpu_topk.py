@@ -328,8 +328,13 @@ def test_delegates_screen(dtype):
         masked = torch.full((3, n), -float("inf")).to(dtype)  # masked logits: the sample's
         keep = torch.randint(0, n, (3, 3000), generator=gen)  # keys mostly tie (kNoScreen rows)
         masked.scatter_(1, keep, torch.randn(3, 3000, generator=gen).to(dtype))
+        # Whole numbers: the list's bucket pass (TopK v73) with buckets of one key value each,
+        # tied ~n / 3000 times (ranked by position), and ~n / 700 times (past kListBucketMax
+        # at 262144: the digit rounds instead).
+        ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+        crowded = torch.randint(0, 700, (3, n), generator=gen).to(dtype)
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed, masked):
+        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded):
             x = x.cuda()
             for k in ks:
                 for force in (10, 17, 9):  # screened wherever it fits (17: the shared-memory finish); not
@@ -363,8 +368,9 @@ def test_delegates_chain_screen(dtype):
         nans[0, where[0, 0]] = -float("nan")
         coarse = torch.randn(2, n, generator=gen).to(torch.bfloat16).to(dtype)
         mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype), nans[1]])
+        ints = torch.randint(0, 3000, (2, n), generator=gen).to(dtype)  # tied list keys (TopK v73)
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed):
+        for x in (randn, planted, nans, coarse, mixed, ints):
             x = x.cuda()
             for k in ks:
                 for force in (12, 8):  # screened wherever it fits; not screened
@@ -376,7 +382,7 @@ def test_delegates_chain_screen(dtype):
                     for largest in (True, False):
                         for sorted in (True, False):
                             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
-        assert screened == 5 * len(ks), f"{screened} screened plans for rows of {n}"
+        assert screened == 6 * len(ks), f"{screened} screened plans for rows of {n}"
 
 
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
