@@ -17,6 +17,7 @@
 #include "flyops/tile/launch.h"
 #include "keys.h"
 #include "small_select.cuh"
+#include "trace.cuh"
 #include "traits.h"
 #include "vec_keys.cuh"
 
@@ -90,6 +91,8 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   __shared__ SmallSelectSmem<kThreads> s;
   __shared__ uint32_t lists[kThreads / 32][32];
   __shared__ uint32_t at_or_above;  // sampled keys at or above the threshold, when counted
+  PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
+  trace.mark();
   if (threadIdx.x == 0) at_or_above = 0;  // (the selection below passes barriers first)
   // The stream may start its loads now; it waits for this grid before reading thresholds.
   // (Allowed only once the sample was in, the stream ran 2-7% slower: TopK v48.)
@@ -120,7 +123,8 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   if (kThreads == kScreenWideThreads && rank <= detail::kScreenPopMax) {
     t = detail::rth_best_of_threads<kThreads>(range.mx, static_cast<int>(rank), lists);
   } else {
-    const SmallCut c = small_cut<kThreads>(run, range, rank, s, nullptr, rank + rank / 2);
+    trace.mark();  // the sample in (as far as the compiler keeps the conversions above it)
+    const SmallCut c = small_cut<kThreads>(run, range, rank, s, &trace, rank + rank / 2);
     t = c.lo;
     // Ties (a row of mostly equal or masked keys) put far more than 1.5 rank of the sample
     // at or above t, and the list would overflow: such a row is marked not screened
@@ -140,6 +144,8 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
       if (above > 3 * rank) t = kNoScreen;
     }
   }
+  trace.mark();
+  trace.dump("screen (rank, threads)", rank, kThreads);
   if (threadIdx.x == 0) {
     a.thresh[row] = t;
     a.count[row] = 0;

@@ -1,8 +1,8 @@
 """A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
 checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this
-(with the argument `filter` or `rows`: that kernel's cases alone, for kns=flyops_topk_filter
-or kns=flyops_topk_rows)."""
+(with the argument `filter`, `rows` or `lists`: that kernel's cases alone, for
+kns=flyops_topk_filter, kns=flyops_topk_rows or kns=flyops_topk_finish)."""
 
 import sys
 
@@ -72,12 +72,37 @@ def rows_cases(dtype):
     return cases, failures
 
 
+def list_cases(dtype):
+    """The shared-memory finish kernel's screened lists (its one bucket pass, TopK v73):
+    normal rows (fp32 buckets ranked, 16-bit buckets one key wide), whole numbers (tied keys
+    ranked within buckets, and buckets past kListBucketMax: the digit rounds), one long row
+    behind the wide sample (the list finish), both directions and orders. Returns (cases,
+    failures)."""
+    force = torch.ops.flyops._topk_force
+    cases = failures = 0
+    force(10, 0)  # screened wherever it fits
+    rows = (torch.randn(3, 262144, device="cuda").to(dtype),
+            torch.randint(0, 3000, (3, 262144), device="cuda").to(dtype),
+            torch.randint(0, 700, (3, 262144), device="cuda").to(dtype))
+    for x in rows:
+        for k in (300, 1024):
+            for largest, sorted in ((True, True), (False, False)):
+                cases += 1
+                failures += not check(x, k, largest, sorted)
+    force(12, 0)  # the wide sample's list finish
+    for largest, sorted in ((True, True), (False, False)):
+        cases += 1
+        failures += not check(torch.randn(1, 1 << 21, device="cuda").to(dtype), 100, largest, sorted)
+    force(-1, 0)
+    return cases, failures
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
     cases = 0
     force = torch.ops.flyops._topk_force
-    subsets = {"filter": filter_cases, "rows": rows_cases}
+    subsets = {"filter": filter_cases, "rows": rows_cases, "lists": list_cases}
     if sys.argv[1:2] and sys.argv[1] in subsets:  # one kernel alone (a sanitizer run on one kernel)
         for dtype in (torch.float32, torch.bfloat16):
             c, f = subsets[sys.argv[1]](dtype)
