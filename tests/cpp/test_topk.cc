@@ -611,6 +611,17 @@ TEST(TopkDelegates, FinishFits) {
     for (int k : {1, 20, 50, topk::kFinishMaxK})
       EXPECT_GE(topk::finish_smem(e, k, 4).chosen, topk::finish_smem(e, k, 4).sort_key + topk::kFinishThreads * 8);
   EXPECT_EQ(topk::finish_smem(16, 1024, 4).chosen - topk::finish_smem(16, 1024, 4).sort_val, 1024 * 4);
+  // The list's bucket pass (shared-memory form): its buckets past the chosen groups, then the
+  // composites at or above the cut (fewer than k plus one bucket's most) to the end; the
+  // register forms have neither.
+  for (int k : {257, 300, 1000, topk::kFinishSmemMaxK}) {
+    const topk::FinishSmem l = topk::finish_smem(topk::kFinishSmemMaxE, k, 0);
+    EXPECT_GE(l.bins, l.chosen + k * 4);
+    EXPECT_EQ(l.stage - l.bins, topk::kListBuckets * 4);
+    EXPECT_EQ(l.total - l.stage, (k + topk::kListBucketMax) * 8);
+  }
+  EXPECT_EQ(topk::finish_smem(8, 20, 6).bins, topk::finish_smem(8, 20, 6).total);
+  EXPECT_EQ(topk::finish_smem(8, 20, 6).stage, topk::finish_smem(8, 20, 6).total);
   // The register forms' maxima selection may take as many groups as the runs hold (k or
   // more), the chosen list sized for them; the shared-memory form takes exactly k.
   EXPECT_EQ(topk::finish_groups(8, 20, 6), cap / 64);                  // 64 groups of 64 fp32
