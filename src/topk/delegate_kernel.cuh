@@ -162,6 +162,16 @@ FLYOPS_DEVICE void screen_flush(uint32_t t, bool largest, ScreenStage& st, uint3
 
 }  // namespace flyops::topk::detail
 
+namespace flyops::topk {
+// Whether the list-only stream's blocks trigger the dependent launch at their end, not after
+// their loads, and the shared-memory finish behind it launches dependent (launch.cuh): its
+// CTAs must not share SMs with the stream's blocks (TopK v23), and launched as the last
+// block ends its launch latency is hidden (TopK v75: 3.5-9% on bf16; fp32 mixed, 256 rows
+// 2-3% slower, so fp32 keeps the early trigger and the plain launch).
+template <typename Keys>
+inline constexpr bool kListTriggerAtEnd = Keys::kBits == 16;
+}  // namespace flyops::topk
+
 // One 16-byte vector per thread per step; the kGV lanes of a group combine by shuffles.
 // kScreen: launched dependent on the screening kernel, whose thresholds it waits for after
 // its loads are in flight; bounded to 40 registers (6 blocks an SM instead of 5: TopK v48).
@@ -189,12 +199,9 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     const int64_t v = v0 + u * kDelegateThreads;
     buf[u] = v < nv ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
   }
-  // The finish kernel may launch once every block is this far (it waits for the maxima).
-  // Not the 16-bit list-only stream's: its shared-memory finish, launched dependent too, must
-  // not share SMs with the stream's blocks (TopK v23), so they trigger at their end, and it
-  // launches as the last of them ends, its launch latency hidden (TopK v75: 3.5-9% on bf16,
-  // fp32 mixed, 256 rows 2-3% slower, so fp32 keeps its plain launch).
-  constexpr bool kTriggerAtEnd = kListOnly && Keys::kBits == 16;
+  // The finish kernel may launch once every block is this far (it waits for the maxima);
+  // behind a list-only stream, at the block's end where kListTriggerAtEnd says so.
+  constexpr bool kTriggerAtEnd = kListOnly && kListTriggerAtEnd<Keys>;
   if constexpr (!kTriggerAtEnd)
     flyops::tile::allow_dependent_launch();
   else

@@ -124,13 +124,15 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
 // then: their keys tie, and a tie may take any index (the list's order is the stream's, by
 // atomics, as before). Wider buckets rank their composites within the bucket. Returns false,
 // having written nothing, when such a bucket at or above the cut holds more than
-// kListBucketMax (many tied keys: the caller selects as before). out(slot, key, list index),
-// slot 0 the best, its positions read from the list after the staging, all at once (read
-// per key in the scatter, each was a global load in the chain of its atomic). Every thread
-// calls it; k <= kFinishSmemMaxK.
+// kListBucketMax (many tied keys: the caller selects as before). Key j of this thread's run
+// is list entry first + j. out(slot, key, position) for each slot below k, slot 0 the best;
+// the positions are read from the list after the staging, all at once (read per key in the
+// scatter, each was a global load in the chain of its atomic). Every thread calls it; k <=
+// kFinishSmemMaxK.
 template <int kThreads, typename Run, typename Out>
-FLYOPS_DEVICE bool list_top(const Run& run, int first, KeyRange part, uint32_t k, SmallSelectSmem<kThreads>& s,
-                            uint32_t* bins, uint64_t* stage, PhaseTrace* trace, Out&& out) {
+FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, KeyRange part, uint32_t k,
+                            SmallSelectSmem<kThreads>& s, uint32_t* bins, uint64_t* stage, PhaseTrace* trace,
+                            Out&& out) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
   static_assert(kPer * kThreads == kListBuckets && kListBuckets == 1 << 11, "whole buckets a thread, 11 bits");
   constexpr int kOut = (kFinishSmemMaxK + kListBucketMax + kThreads - 1) / kThreads;  // staged entries a thread
@@ -204,7 +206,13 @@ FLYOPS_DEVICE bool list_top(const Run& run, int first, KeyRange part, uint32_t k
       slot[u] = r;
     }
   }
-  out(slot, key, index);
+  uint32_t pos[kOut];
+#pragma unroll
+  for (int u = 0; u < kOut; ++u)  // the loads first, all in flight
+    if (slot[u] < k) pos[u] = list[index[u]].y;
+#pragma unroll
+  for (int u = 0; u < kOut; ++u)
+    if (slot[u] < k) out(slot[u], key[u], pos[u]);
   return true;
 }
 
@@ -297,25 +305,15 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // ---- the list's k best in one bucket pass, where no bucket is crowded ---------------------
   if constexpr (kShared) {
     if (listed) {
-      const uint2* l = a.cand + row * a.cap;
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
-      auto out = [&](const auto& slot, const auto& key, const auto& index) {
-        constexpr int kOut = sizeof(slot) / sizeof(slot[0]);
-        uint32_t pos[kOut];
-#pragma unroll
-        for (int u = 0; u < kOut; ++u)  // the loads first, all in flight
-          if (slot[u] < static_cast<uint32_t>(k)) pos[u] = l[index[u]].y;
-#pragma unroll
-        for (int u = 0; u < kOut; ++u)
-          if (slot[u] < static_cast<uint32_t>(k)) {
-            vo[slot[u]] = flyops::topk::element_bits<Keys>(key[u], largest, xr, pos[u]);
-            io[slot[u]] = pos[u];
-          }
-      };
-      if (detail::list_top<kThreads>(run, first, range, static_cast<uint32_t>(k), s,
+      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, first, range, static_cast<uint32_t>(k), s,
                                      reinterpret_cast<uint32_t*>(smem + L.bins),
-                                     reinterpret_cast<uint64_t*>(smem + L.stage), &trace, out)) {
+                                     reinterpret_cast<uint64_t*>(smem + L.stage), &trace,
+                                     [&](uint32_t slot, uint32_t key, uint32_t pos) {
+                                       vo[slot] = element_bits<Keys>(key, largest, xr, pos);
+                                       io[slot] = pos;
+                                     })) {
         mark();
         dump();
         return;

@@ -278,16 +278,14 @@ struct Launcher {
     // stream drains and wait for the maxima (tile::launch_dependent), 2-9% faster on the
     // H200. The shared-memory form launches after it: started early, its 512-thread CTAs
     // were packed two to an SM beside the stream's last blocks and ran 13-22% slower at 64
-    // rows (docs/perf-notes.md, TopK v23); behind the 16-bit list-only stream, whose blocks
-    // trigger at their end, a dependent launch waits for the last of them (v75).
+    // rows (docs/perf-notes.md, TopK v23); behind a list-only stream whose blocks trigger at
+    // their end (kListTriggerAtEnd), a dependent launch waits for the last of them (v75).
     auto go = [&](auto kernel) {
       return launched(tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), smem, p.stream, f));
     };
     if (plan.finish > kFinishMaxE) {
       if (!prepare(p.device)) return Status::kUnsupported;
-      // Behind the 16-bit list-only stream, whose blocks trigger at their end: dependent, so
-      // it launches as the last of them ends (TopK v75).
-      if (lists_only(plan) && Keys::kBits == 16) return go(&flyops_topk_finish<Keys, 0>);
+      if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>);
       flyops_topk_finish<Keys, 0><<<grid, kFinishThreads, smem, p.stream>>>(f);
       return launch_status();
     }
