@@ -164,8 +164,7 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, KeyRan
   const uint32_t incl = tile::warp_suffix_sum(own);  // this lane's buckets and every higher lane's
   if (lane == 0) s.warp_c[warp] = incl;
   __syncthreads();
-  uint32_t above = incl - own;
-  for (int w = warp + 1; w < kWarps; ++w) above += s.warp_c[w];
+  uint32_t above = incl - own + tile::sum_warps_after<kWarps>(s.warp_c, warp);
   bool crowded = false;
 #pragma unroll
   for (int j = kPer - 1; j >= 0; --j) {
