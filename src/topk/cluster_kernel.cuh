@@ -175,6 +175,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const int64_t row = blockIdx.x / csize;  // output row
   const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
   if (a.skip != nullptr) {  // launched dependent on the kernel that marks the rows (launch.cuh)
+    tile::allow_dependent_launch();
     tile::grid_dependency_wait();
     if (a.skip[in_row] != 0) return;  // every CTA of the cluster: the same row
   }

@@ -254,6 +254,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ga
   if (slot >= a.groups_total) return;
   const int64_t row = slot / a.k;
   if (a.skip != nullptr) {  // launched dependent (launch.cuh)
+    flyops::tile::allow_dependent_launch();
     flyops::tile::grid_dependency_wait();
     if (a.skip[row] != 0) return;
   }
