@@ -174,10 +174,17 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const uint32_t rank = tile::cluster_rank();
   const int64_t row = blockIdx.x / csize;  // output row
   const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
+  GridTrace grid_trace;  // trace builds: a skipped row's CTAs record their start and end
   if (a.skip != nullptr) {  // launched dependent on the kernel that marks the rows (launch.cuh)
+    // The chain's next kernel may launch now (it waits for this grid before it reads), so a
+    // skipped row's kernels cost a wait each behind the list finish, not a launch each.
     tile::allow_dependent_launch();
     tile::grid_dependency_wait();
-    if (a.skip[in_row] != 0) return;  // every CTA of the cluster: the same row
+    grid_trace.mark();
+    if (a.skip[in_row] != 0) {  // every CTA of the cluster: the same row
+      grid_trace.end(3);
+      return;
+    }
   }
   const int64_t seg0 = seg * a.seg_len;    // the segment's first position in the input row
   const int64_t row_n = seg == a.segs - 1 ? a.n - seg0 : a.seg_len;

@@ -23,6 +23,7 @@
 #include "flyops/tile/launch.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
+#include "trace.cuh"
 #include "traits.h"
 #include "vec_keys.cuh"
 
@@ -186,6 +187,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   constexpr int kPerBlock = kDelegateThreads * kDelegateUnroll;
   static_assert(kGV >= 1 && kGV <= 32 && (kGV & (kGV - 1)) == 0, "a group's lanes are a power of two in a warp");
   static_assert(kScreen || !kListOnly, "an unscreened stream's output is its maxima");
+  GridTrace grid_trace;  // trace builds: the block's start, its wait's end and its end
   const int64_t row = blockIdx.x / a.blocks_per_row;
   const int64_t v0 = (blockIdx.x - row * a.blocks_per_row) * kPerBlock + threadIdx.x;
   const int64_t nv = a.n / kVec;
@@ -213,6 +215,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     __syncthreads();
     flyops::tile::grid_dependency_wait();
     t = a.thresh[row];
+    grid_trace.mark();
   }
   const bool maxima = !kListOnly || t == kNoScreen;  // uniform in the block
 #pragma unroll
@@ -241,6 +244,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     detail::screen_flush<Keys>(t, largest, stage, a.count + row, a.cand + row * a.cap, a.cap);
   }
   if constexpr (kTriggerAtEnd) flyops::tile::allow_dependent_launch();
+  grid_trace.end(1);
 }
 
 // One 16-byte vector of a chosen group per thread.
@@ -253,7 +257,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ga
   const int64_t slot = t >> gl;                                               // row * k + j
   if (slot >= a.groups_total) return;
   const int64_t row = slot / a.k;
-  if (a.skip != nullptr) {  // launched dependent (launch.cuh)
+  if (a.skip != nullptr) {  // launched dependent (launch.cuh); the next may launch at once
     flyops::tile::allow_dependent_launch();
     flyops::tile::grid_dependency_wait();
     if (a.skip[row] != 0) return;

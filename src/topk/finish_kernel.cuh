@@ -244,8 +244,13 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   const int64_t row = blockIdx.x;
   PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
   auto mark = [&] { trace.mark(); };
-  auto dump = [&] { trace.dump("finish (k, group log2)", k, gl); };
+  GridTrace grid_trace;
+  auto dump = [&] {
+    trace.dump("finish (k, group log2)", k, gl);
+    grid_trace.end(2);
+  };
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
+  grid_trace.mark();
   // The list alone: the chain's first kernel may launch now (it waits for this one).
   if (a.maxima == nullptr) flyops::tile::allow_dependent_launch();
   mark();

@@ -459,6 +459,9 @@ struct Launcher {
 
   static Status run(const TopkParams& p, const TopkPlan& plan) {
     if (p.rows == 0) return Status::kSuccess;
+#if FLYOPS_TOPK_TRACE
+    flyops_topk_grid_dump<<<1, 1, 0, p.stream>>>();  // the previous call's block times
+#endif
     switch (plan.kind) {
       case TopkPlan::Kind::kWarp: return warp(p);
       case TopkPlan::Kind::kGroup: return group(p, plan);

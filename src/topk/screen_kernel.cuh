@@ -92,6 +92,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   __shared__ uint32_t lists[kThreads / 32][32];
   __shared__ uint32_t at_or_above;  // sampled keys at or above the threshold, when counted
   PhaseTrace trace;  // -DFLYOPS_TOPK_TRACE=1: phase times (trace.cuh)
+  GridTrace grid_trace;
   trace.mark();
   if (threadIdx.x == 0) at_or_above = 0;  // (the selection below passes barriers first)
   // The stream may start its loads now; it waits for this grid before reading thresholds.
@@ -146,6 +147,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   }
   trace.mark();
   trace.dump("screen (rank, threads)", rank, kThreads);
+  grid_trace.end(0);
   if (threadIdx.x == 0) {
     a.thresh[row] = t;
     a.count[row] = 0;

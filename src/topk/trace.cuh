@@ -45,5 +45,57 @@ struct PhaseTrace {
 #endif
 };
 
+// Every block's start, one mark and end in one call, for a whole grid's timeline (trace
+// builds only; scripts/topk-grid-trace.py): thread 0 records them at its end, and
+// flyops_topk_grid_dump, launched ahead of each call (launch.cuh), prints and clears the
+// previous call's. One buffer per translation unit (one per dtype), as the kernels are.
+#if FLYOPS_TOPK_TRACE
+inline constexpr unsigned kGridTraceMax = 1u << 15;
+static __device__ unsigned long long g_grid_trace[kGridTraceMax][4];
+static __device__ unsigned g_grid_trace_n;
+#endif
+
+struct GridTrace {
+#if FLYOPS_TOPK_TRACE
+  unsigned long long t0 = tile::globaltimer_ns(), t1 = 0;
+  FLYOPS_DEVICE void mark() { t1 = tile::globaltimer_ns(); }
+  FLYOPS_DEVICE void end(unsigned tag) const {
+    if (threadIdx.x != 0) return;
+    const unsigned long long t2 = tile::globaltimer_ns();
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned slot = atomicAdd(&g_grid_trace_n, 1u);
+    if (slot >= kGridTraceMax) return;
+    g_grid_trace[slot][0] = (static_cast<unsigned long long>(tag) << 56) | (static_cast<unsigned long long>(sm) << 40) |
+                            blockIdx.x;
+    g_grid_trace[slot][1] = t0;
+    g_grid_trace[slot][2] = t1 != 0 ? t1 : t0;
+    g_grid_trace[slot][3] = t2;
+  }
+#else
+  FLYOPS_DEVICE void mark() {}
+  FLYOPS_DEVICE void end(unsigned) const {}
+#endif
+};
+
+}  // namespace flyops::topk
+
+#if FLYOPS_TOPK_TRACE
+static __global__ void flyops_topk_grid_dump() {
+  using namespace flyops::topk;
+  const unsigned n = min(g_grid_trace_n, kGridTraceMax);
+  if (n == 0) return;
+  printf("topk grid begin %u\n", n);
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned long long h = g_grid_trace[i][0];
+    printf("topk grid %llu %llu %llu %llu %llu %llu\n", h >> 56, h & 0xffffffffffull, (h >> 40) & 0xffff,
+           g_grid_trace[i][1], g_grid_trace[i][2], g_grid_trace[i][3]);
+  }
+  g_grid_trace_n = 0;
+}
+#endif
+
+namespace flyops::topk {
+
 }  // namespace flyops::topk
 #endif
