@@ -75,15 +75,18 @@ def rows_cases(dtype):
 def list_cases(dtype):
     """The shared-memory finish kernel's screened lists (its one bucket pass, TopK v73):
     normal rows (fp32 buckets ranked, 16-bit buckets one key wide), whole numbers (tied keys
-    ranked within buckets, and buckets past kListBucketMax: the digit rounds), one long row
-    behind the wide sample (the list finish), both directions and orders. Returns (cases,
-    failures)."""
+    ranked within buckets, and buckets past kListBucketMax: the digit rounds), a row's best in
+    one stream block's range (that block crowded past its stage), one long row behind the wide
+    sample (the list finish), both directions and orders. Returns (cases, failures)."""
     force = torch.ops.flyops._topk_force
     cases = failures = 0
     force(10, 0)  # screened wherever it fits
+    clustered = torch.randn(3, 262144, device="cuda")
+    clustered[:, 70000:70600] = 3 + torch.rand(3, 600, device="cuda")
     rows = (torch.randn(3, 262144, device="cuda").to(dtype),
             torch.randint(0, 3000, (3, 262144), device="cuda").to(dtype),
-            torch.randint(0, 700, (3, 262144), device="cuda").to(dtype))
+            torch.randint(0, 700, (3, 262144), device="cuda").to(dtype),
+            clustered.to(dtype))
     for x in rows:
         for k in (300, 1024):
             for largest, sorted in ((True, True), (False, False)):

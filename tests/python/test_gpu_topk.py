@@ -333,8 +333,14 @@ def test_delegates_screen(dtype):
         # at 262144: the digit rounds instead).
         ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
         crowded = torch.randint(0, 700, (3, n), generator=gen).to(dtype)
+        # A row's best elements in one stream block's range, and ascending rows: crowded
+        # blocks (more candidates than a block stages, kScreenBlockCap) beside sparse ones.
+        clustered = torch.randn(3, n, generator=gen).to(dtype)
+        at = int(torch.randint(0, n - 600, (1,), generator=gen))
+        clustered[:, at:at + 600] = (3 + torch.rand(3, 600, generator=gen)).to(dtype)
+        ascending = torch.randn(3, n, generator=gen).sort(dim=1).values.to(dtype)
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded):
+        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded, clustered, ascending):
             x = x.cuda()
             for k in ks:
                 for force in (10, 17, 9):  # screened wherever it fits (17: the shared-memory finish); not
