@@ -168,9 +168,8 @@ __global__ void __launch_bounds__(flyops::gemm::kThreads, flyops::gemm::kDecodeC
   reduce_rows<T, kMP>(recv, args, parts, rank, int64_t{tile_n} * kDecodeRows);
 #if FLYOPS_GEMM_TRACE
   if (threadIdx.x == 128 && blockIdx.x % 16 == 0)
-    printf("decode trace cta %u smid %u: %llu %llu %llu %llu %llu\n", blockIdx.x,
-           [] { unsigned r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }(), t_start, t_mainloop,
-           t_sync1, t_sync2, trace_now());
+    printf("decode trace cta %u smid %u: %llu %llu %llu %llu %llu\n", blockIdx.x, tile::sm_id(), t_start,
+           t_mainloop, t_sync1, t_sync2, trace_now());
 #else
   (void)t_start, (void)t_mainloop, (void)t_sync1, (void)t_sync2;
 #endif

@@ -31,7 +31,7 @@ struct PhaseTrace {
   // `label` and its two numbers first, then the times: one printf, so that CTAs' lines do
   // not interleave (marks past 24 are dropped, unused ones print as 0).
   FLYOPS_DEVICE void dump(const char* label, long long a, long long b) const {
-    if (blockIdx.x >= FLYOPS_TOPK_TRACE_CTAS || threadIdx.x != 0) return;
+    if (static_cast<int>(blockIdx.x) >= FLYOPS_TOPK_TRACE_CTAS || threadIdx.x != 0) return;  // (0: none)
     unsigned long long d[24];
     for (int i = 0; i < 24; ++i) d[i] = i + 1 < n ? t[i + 1] - t[0] : 0;
     printf("topk trace %s %lld %lld cta %u start %llu: %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu "
@@ -62,12 +62,10 @@ struct GridTrace {
   FLYOPS_DEVICE void end(unsigned tag) const {
     if (threadIdx.x != 0) return;
     const unsigned long long t2 = tile::globaltimer_ns();
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    const unsigned long long sm = tile::sm_id();
     const unsigned slot = atomicAdd(&g_grid_trace_n, 1u);
     if (slot >= kGridTraceMax) return;
-    g_grid_trace[slot][0] = (static_cast<unsigned long long>(tag) << 56) | (static_cast<unsigned long long>(sm) << 40) |
-                            blockIdx.x;
+    g_grid_trace[slot][0] = (static_cast<unsigned long long>(tag) << 56) | (sm << 40) | blockIdx.x;
     g_grid_trace[slot][1] = t0;
     g_grid_trace[slot][2] = t1 != 0 ? t1 : t0;
     g_grid_trace[slot][3] = t2;
@@ -80,6 +78,7 @@ struct GridTrace {
 
 }  // namespace flyops::topk
 
+// Global namespace: profiler names start with flyops_.
 #if FLYOPS_TOPK_TRACE
 static __global__ void flyops_topk_grid_dump() {
   using namespace flyops::topk;
@@ -94,8 +93,4 @@ static __global__ void flyops_topk_grid_dump() {
   g_grid_trace_n = 0;
 }
 #endif
-
-namespace flyops::topk {
-
-}  // namespace flyops::topk
 #endif

@@ -25,6 +25,12 @@ FLYOPS_DEVICE unsigned long long globaltimer_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// The multiprocessor this thread runs on (%smid), for the same traces.
+FLYOPS_DEVICE unsigned sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
 
 // A barrier among `threads` threads (whole warps) on hardware barrier `id` (1..15; 0 is
 // __syncthreads'), so two warpgroups can meet without stopping a third.
