@@ -396,7 +396,6 @@ def test_gemm_routing_decisions():
     assert r(*_gemm_operands(8, 4096, 1024, "nt")).startswith("flyops_gemm_decode<")
     assert r(torch.empty(3, 64, 128, dtype=torch.bfloat16), torch.empty(3, 128, 256, dtype=torch.bfloat16)) == \
         "flyops_gemm<bf16,A:k-major,B:n-major>"
-    bf = lambda *shape: torch.empty(*shape, dtype=torch.bfloat16)  # noqa: E731
     stock = {
         "K = 33 row-major": r(bf(64, 33), bf(33, 64)),
         "ld 113 (M-major A)": r(*_gemm_operands(113, 208, 64, "tn")),
