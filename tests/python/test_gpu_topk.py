@@ -1000,6 +1000,44 @@ def test_cuda_graph_capture_and_replay():
             check_result(x, k, -1, True, sv, ov, oi)
 
 
+def test_cuda_graph_screened_lists():
+    """The screened list-only calls replayed from a graph, whose kernels hand over through
+    programmatic edges (the stream waits for its rows' thresholds, the finish for the
+    stream's candidates): fp32 rows that fit one finish CTA an SM and more rows, and bf16
+    (its stream triggers the finish at its blocks' end). Replays with fresh rows, with
+    ascending rows (crowded stream blocks) and with one row in four all equal (not screened:
+    the maxima)."""
+    torch.ops.flyops._topk_force(17, 0)  # the shared-memory finish, screened wherever it fits
+    shapes = [((64, 262144), torch.float32), ((160, 131072), torch.float32), ((256, 151936), torch.bfloat16)]
+    xs = [randn(shape, dtype) for shape, dtype in shapes]
+    k = 1024
+    for x in xs:
+        name = torch.ops.flyops._route_topk(x, k)
+        assert name.startswith("flyops_topk_delegates") and "finish" in name and "screen" in name, name
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x in xs:
+            torch.topk(x, k)  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [torch.topk(x, k) for x in xs]
+    for rep in range(5):
+        for x in xs:
+            x.copy_(torch.randn(x.shape, device="cuda").to(x.dtype))
+            if rep == 3:  # ascending rows
+                x.copy_(x.sort(dim=1).values)
+            if rep == 4:  # one row in four all equal
+                x[::4].fill_(0.75)
+        g.replay()
+        torch.cuda.synchronize()
+        for x, (ov, oi) in zip(xs, outs):
+            with flyops.disabled():
+                sv, _ = torch.topk(x, k)
+            check_result(x, k, -1, True, sv, ov, oi)
+
+
 def test_log_and_profiler_names(capfd):
     x = randn((64, 128256), torch.float32)
     flyops.set_log(1)
