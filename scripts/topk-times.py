@@ -1,6 +1,6 @@
 """Device times of torch.topk on a fixed set of rows (the cluster kernel's single rows and a
-few others), or on the cases given as arguments (ROWSxN:K), one line per case for
-scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k> <us>". The tag is $ABA_TAG. Same timer as
+few others), or on the cases given as arguments (ROWSxN:K for fp32 and bf16, ROWSxN:K:DTYPE
+for one), one line per case for scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k> <us>". The tag is $ABA_TAG. Same timer as
 the benchmark (L2 flushed, median of CUDA events)."""
 import os
 import sys
@@ -14,15 +14,27 @@ CASES = [(1, 32000, 1024), (1, 151936, 1024), (1, 262144, 1024), (1, 32000, 50),
          (1, 262144, 20), (32, 32000, 1024), (64, 151936, 50), (1, 1 << 24, 100)]
 
 
+def parse(arg):
+    """ROWSxN:K (both dtypes) or ROWSxN:K:DTYPE (float32 or bfloat16 alone)."""
+    shape, k, *dt = arg.split(":")
+    rows, n = (int(v) for v in shape.split("x"))
+    return rows, n, int(k), [getattr(torch, d) for d in dt] or DTYPES
+
+
+DTYPES = [torch.float32, torch.bfloat16]
+
+
 def main():
-    cases = CASES
-    if len(sys.argv) > 1:  # ROWSxN:K ...
-        cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:]]
+    cases = [(rows, n, k, DTYPES) for rows, n, k in CASES]
+    if len(sys.argv) > 1:  # ROWSxN:K[:DTYPE] ...
+        cases = [parse(a) for a in sys.argv[1:]]
     tag = os.environ.get("ABA_TAG", "-")
     timer = Timer(reps=50, warmup=10)
     torch.manual_seed(1)
-    for dtype in (torch.float32, torch.bfloat16):
-        for rows, n, k in cases:
+    for dtype in DTYPES:
+        for rows, n, k, dtypes in cases:
+            if dtype not in dtypes:
+                continue
             x = torch.randn(rows, n, device="cuda").to(dtype)
             ms = timer.device_ms(lambda: torch.topk(x, k))
             print(f"{tag} {str(dtype)[6:]} {rows}x{n} k={k} {ms * 1e3:.2f}", flush=True)
