@@ -75,6 +75,13 @@ FLYOPS_DEVICE void st_release_gpu(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// One added to a counter in global memory with release at GPU scope, no value back (a
+// count of finished CTAs that another kernel polls with ld_acquire_gpu: what this thread
+// wrote and observed before, a CTA's writes after a barrier, is visible to the poller).
+FLYOPS_DEVICE void red_release_gpu_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 // Two adjacent fp32 values added into global memory (red.global.add.v2.f32, sm_90): no value
 // comes back, so the thread goes on at once; `p` 8-byte aligned. A warp whose lanes give
 // consecutive pairs adds 256 contiguous bytes in one instruction.
