@@ -959,6 +959,50 @@ void test_turns() {
   cudaFree(data);
 }
 
+// ---- a count of finished CTAs: each writes its block, then (after a barrier) one thread adds
+// one with red_release_gpu_add; the last CTA polls the count (acquire) and reads every block ----
+__global__ void release_count_kernel(unsigned* count, int* data, long long* sum) {
+  const int b = static_cast<int>(blockIdx.x), writers = static_cast<int>(gridDim.x) - 1;
+  if (b < writers) {
+    data[b * blockDim.x + threadIdx.x] = b * 1000 + static_cast<int>(threadIdx.x);
+    __syncthreads();  // the block's writes before its one release
+    if (threadIdx.x == 0) red_release_gpu_add(count, 1u);
+    return;
+  }
+  if (threadIdx.x == 0)
+    while (static_cast<unsigned>(ld_acquire_gpu(reinterpret_cast<const int*>(count))) < static_cast<unsigned>(writers)) {
+    }
+  __syncthreads();  // what thread 0 acquired, for the whole CTA
+  long long s = 0;
+  for (int i = threadIdx.x; i < writers * static_cast<int>(blockDim.x); i += blockDim.x) s += data[i];
+  atomicAdd(reinterpret_cast<unsigned long long*>(sum), static_cast<unsigned long long>(s));
+}
+
+void test_release_count() {
+  const int ctas = 64, threads = 256, writers = ctas - 1;  // all resident at once
+  unsigned* count;
+  int* data;
+  long long* sum;
+  CHECK_CUDA(cudaMalloc(&count, 4));
+  CHECK_CUDA(cudaMalloc(&data, writers * threads * 4));
+  CHECK_CUDA(cudaMalloc(&sum, 8));
+  CHECK_CUDA(cudaMemset(count, 0, 4));
+  CHECK_CUDA(cudaMemset(data, 0xff, writers * threads * 4));  // -1 where a write is not seen
+  CHECK_CUDA(cudaMemset(sum, 0, 8));
+  release_count_kernel<<<ctas, threads>>>(count, data, sum);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  long long got = 0, want = 0;
+  unsigned final_count = 0;
+  CHECK_CUDA(cudaMemcpy(&got, sum, 8, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(&final_count, count, 4, cudaMemcpyDeviceToHost));
+  for (int b = 0; b < writers; ++b)
+    for (int t = 0; t < threads; ++t) want += b * 1000 + t;
+  report("release count of 63 CTAs, polled by the 64th", final_count == static_cast<unsigned>(writers) && got == want);
+  cudaFree(count);
+  cudaFree(data);
+  cudaFree(sum);
+}
+
 int main() {
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
@@ -977,6 +1021,7 @@ int main() {
   test_red_add();
   test_align_1024();
   test_turns();
+  test_release_count();
   test_dependent_launch();
   test_tma_load(false);
   test_tma_load(true);
