@@ -1,7 +1,7 @@
 """Device times of torch.topk on a fixed set of rows (the cluster kernel's single rows and a
 few others), or on the cases given as arguments (ROWSxN:K for fp32 and bf16, ROWSxN:K:DTYPE
-for one), one line per case for scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k> <us>". The tag is $ABA_TAG. Same timer as
-the benchmark (L2 flushed, median of CUDA events)."""
+for one), one line per case for scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k> <us>".
+The tag is $ABA_TAG. Same timer as the benchmark (L2 flushed, median of CUDA events)."""
 import os
 import sys
 
@@ -12,6 +12,7 @@ from flyops.bench.common import Timer
 
 CASES = [(1, 32000, 1024), (1, 151936, 1024), (1, 262144, 1024), (1, 32000, 50), (1, 151936, 50),
          (1, 262144, 20), (32, 32000, 1024), (64, 151936, 50), (1, 1 << 24, 100)]
+DTYPES = [torch.float32, torch.bfloat16]
 
 
 def parse(arg):
@@ -19,9 +20,6 @@ def parse(arg):
     shape, k, *dt = arg.split(":")
     rows, n = (int(v) for v in shape.split("x"))
     return rows, n, int(k), [getattr(torch, d) for d in dt] or DTYPES
-
-
-DTYPES = [torch.float32, torch.bfloat16]
 
 
 def main():
