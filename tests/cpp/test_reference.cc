@@ -105,3 +105,47 @@ TEST(HostNumeric, HalfRoundTripAndRounding) {
   for (uint32_t h = 0; h < 0x7c00; ++h)  // every finite positive half survives the trip
     ASSERT_EQ(ref::float_to_half(ref::half_to_float(static_cast<uint16_t>(h))), h) << h;
 }
+
+// The 8-bit formats against values worked by hand from their definitions (these agree with
+// PyTorch's casts; checked exhaustively over every bf16 and 4M random floats on the CPU).
+TEST(HostNumeric, Fp8E4M3) {
+  const auto e4 = ref::Fp8::kE4M3;
+  EXPECT_EQ(ref::float_to_fp8(1.0f, e4), 0x38);
+  EXPECT_EQ(ref::float_to_fp8(-4.0f, e4), 0xc8);
+  EXPECT_EQ(ref::float_to_fp8(-0.0f, e4), 0x80);
+  EXPECT_EQ(ref::fp8_to_float(0x7e, e4), 448.f);                    // largest
+  EXPECT_EQ(ref::fp8_to_float(0x01, e4), std::ldexp(1.f, -9));     // smallest subnormal
+  EXPECT_EQ(ref::fp8_to_float(0x08, e4), std::ldexp(1.f, -6));     // smallest normal
+  EXPECT_TRUE(std::isnan(ref::fp8_to_float(0x7f, e4)));
+  EXPECT_TRUE(std::isnan(ref::fp8_to_float(0xff, e4)));
+  EXPECT_EQ(ref::float_to_fp8(464.f, e4), 0x7e);                    // tie between 448 and 480: even
+  EXPECT_EQ(ref::float_to_fp8(465.f, e4), 0x7f);                    // rounds past 448: NaN, no infinity
+  EXPECT_EQ(ref::float_to_fp8(-INFINITY, e4), 0xff);
+  EXPECT_EQ(ref::float_to_fp8(NAN, e4), 0x7f);
+  EXPECT_EQ(ref::float_to_fp8(std::ldexp(1.f, -10), e4), 0x00);     // half the smallest subnormal: even
+  EXPECT_EQ(ref::float_to_fp8(std::ldexp(3.f, -10), e4), 0x02);     // 1.5 subnormal units: even
+  EXPECT_EQ(ref::float_to_fp8(std::ldexp(15.f, -10), e4), 0x08);    // 7.5 units: up to the smallest normal
+  EXPECT_EQ(ref::float_to_fp8(1.0f + 1.0f / 16, e4), 0x38);          // tie to even
+  EXPECT_EQ(ref::float_to_fp8(1.0f + 3.0f / 16, e4), 0x3a);
+  for (int c = 0; c < 256; ++c)  // every code but NaN survives the trip
+    if ((c & 0x7f) != 0x7f) ASSERT_EQ(ref::float_to_fp8(ref::fp8_to_float(c, e4), e4), c) << c;
+}
+
+TEST(HostNumeric, Fp8E5M2) {
+  const auto e5 = ref::Fp8::kE5M2;
+  EXPECT_EQ(ref::float_to_fp8(1.0f, e5), 0x3c);
+  EXPECT_EQ(ref::float_to_fp8(-3.0f, e5), 0xc2);
+  EXPECT_EQ(ref::fp8_to_float(0x7b, e5), 57344.f);                  // largest
+  EXPECT_EQ(ref::fp8_to_float(0x01, e5), std::ldexp(1.f, -16));    // smallest subnormal
+  EXPECT_EQ(ref::fp8_to_float(0x7c, e5), INFINITY);
+  EXPECT_EQ(ref::fp8_to_float(0xfc, e5), -INFINITY);
+  EXPECT_TRUE(std::isnan(ref::fp8_to_float(0x7d, e5)));
+  EXPECT_EQ(ref::float_to_fp8(61439.f, e5), 0x7b);
+  EXPECT_EQ(ref::float_to_fp8(61440.f, e5), 0x7c);                  // tie between 57344 and 65536: even (inf)
+  EXPECT_EQ(ref::float_to_fp8(1e30f, e5), 0x7c);
+  EXPECT_EQ(ref::float_to_fp8(-NAN, e5), 0xff);
+  EXPECT_EQ(ref::float_to_fp8(1.0f + 1.0f / 8, e5), 0x3c);           // tie to even
+  EXPECT_EQ(ref::float_to_fp8(1.0f + 3.0f / 8, e5), 0x3e);
+  for (int c = 0; c < 256; ++c)  // every code but NaN survives the trip
+    if ((c & 0x7f) <= 0x7c) ASSERT_EQ(ref::float_to_fp8(ref::fp8_to_float(c, e5), e5), c) << c;
+}
