@@ -1,6 +1,6 @@
 // Instantiates every device wrapper of the tile layer that no kernel uses yet, so that
 // nvcc and ptxas check their PTX in every build (the kernel is never launched). Their GPU
-// unit tests come with the GEMM work that uses them.
+// unit tests are in tile_selftest.cu.
 #include <cuda.h>
 
 #include "flyops/tile/bulk_copy.h"

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -447,6 +448,206 @@ void test_wgmma() {
       ok &= got[m * 64 + n] == want;
     }
   report("wgmma m64n64k16 bf16, exact on small integers", ok);
+}
+
+// ---- wgmma through a 128-byte-swizzled K block, every element type and both forms --------
+// A [64 x 128 bytes] and B [kN x 128 bytes], both K-major, stored as TMA would write them:
+// four wgmma K steps of 32 bytes each (k16 for bf16 / fp16, k32 for e4m3 / e5m2), each
+// descriptor starting 32 bytes further into the swizzled rows (what a GEMM's mainloop does).
+// In the RS form each step's A comes from registers, four bytes a register: register r of
+// lane l in warp w holds row 16 w + l / 4 (+ 8 for r odd), bytes 4 (l % 4) (+ 16 for r >= 2)
+// of the step.
+constexpr int kStepBytes = 32, kBlockBytes = 128;
+template <int kRows>
+using ByteBlock = SmemTile<uint8_t, kRows, kBlockBytes, Swizzle::k128B>;
+
+template <typename TA, typename TB, int kN, bool kRS>
+__global__ void wgmma_block_kernel(const uint8_t* a, const uint8_t* b, float* d_out) {
+  using BlockA = ByteBlock<64>;
+  using BlockB = ByteBlock<kN>;
+  __shared__ __align__(1024) unsigned char sa[BlockA::kBytes];
+  __shared__ __align__(1024) unsigned char sb[BlockB::kBytes];
+  for (int i = threadIdx.x; i < 64 * kBlockBytes; i += blockDim.x) sa[BlockA::offset(i / kBlockBytes, i % kBlockBytes)] = a[i];
+  for (int i = threadIdx.x; i < kN * kBlockBytes; i += blockDim.x) sb[BlockB::offset(i / kBlockBytes, i % kBlockBytes)] = b[i];
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  uint32_t frag[kBlockBytes / kStepBytes][4];
+  for (int s = 0; s < kBlockBytes / kStepBytes; ++s)
+    for (int r = 0; r < 4; ++r) {
+      const int row = 16 * w + l / 4 + 8 * (r & 1), byte = kStepBytes * s + 4 * (l % 4) + 16 * (r >> 1);
+      frag[s][r] = *reinterpret_cast<const uint32_t*>(a + row * kBlockBytes + byte);
+    }
+  fence_proxy_async();
+  __syncthreads();
+  float d[kN / 2];
+  for (float& v : d) v = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < kBlockBytes / kStepBytes; ++s) {
+    const uint64_t da = wgmma_desc_kmajor<BlockA>(smem_addr(sa) + kStepBytes * s);
+    const uint64_t db = wgmma_desc_kmajor<BlockB>(smem_addr(sb) + kStepBytes * s);
+    if constexpr (sizeof(TA) == 2 && kRS)
+      wgmma_m64k16_rs<TA, kN>(d, frag[s], db, s > 0);
+    else if constexpr (sizeof(TA) == 2)
+      wgmma_m64k16<TA, kN>(d, da, db, s > 0);
+    else if constexpr (kRS)
+      wgmma_m64k32_rs<TA, TB, kN>(d, frag[s], db, s > 0);
+    else
+      wgmma_m64k32<TA, TB, kN>(d, da, db, s > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  for (int j = 0; j < kN / 8; ++j)  // the accumulator fragment, as in wgmma_kernel
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e)
+        d_out[(16 * w + l / 4 + 8 * h) * kN + 8 * j + 2 * (l % 4) + e] = d[4 * j + 2 * h + e];
+}
+
+// Host encodings of the element types (little-endian bytes into `out` at element `i`).
+template <typename T>
+void put_element(std::vector<uint8_t>& out, size_t i, float v) {
+  namespace ref = flyops::reference;
+  if constexpr (std::is_same_v<T, fp8e4m3> || std::is_same_v<T, fp8e5m2>) {
+    out[i] = ref::float_to_fp8(v, std::is_same_v<T, fp8e4m3> ? ref::Fp8::kE4M3 : ref::Fp8::kE5M2);
+  } else {
+    const uint16_t h = std::is_same_v<T, fp16> ? ref::float_to_half(v) : ref::float_to_bf16(v);
+    out[2 * i] = static_cast<uint8_t>(h), out[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+}
+
+template <typename TA, typename TB, int kN, bool kRS>
+void test_wgmma_block(const char* name) {
+  // Small integers in [-4, 4]: exact in every element type, and sums of up to 128 products exact in fp32.
+  const int ka = kBlockBytes / static_cast<int>(sizeof(TA)), kb = kBlockBytes / static_cast<int>(sizeof(TB));
+  std::mt19937 rng(static_cast<uint32_t>(kN * 31 + sizeof(TA) * 7 + sizeof(TB) + kRS));
+  std::vector<float> af(64 * ka), bf(kN * kb);
+  std::vector<uint8_t> ab(64 * kBlockBytes), bb(kN * kBlockBytes);
+  for (size_t i = 0; i < af.size(); ++i) put_element<TA>(ab, i, af[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4));
+  for (size_t i = 0; i < bf.size(); ++i) put_element<TB>(bb, i, bf[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4));
+  uint8_t *da, *db;
+  float* dout;
+  CHECK_CUDA(cudaMalloc(&da, ab.size()));
+  CHECK_CUDA(cudaMalloc(&db, bb.size()));
+  CHECK_CUDA(cudaMalloc(&dout, 64 * kN * 4));
+  CHECK_CUDA(cudaMemcpy(da, ab.data(), ab.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(db, bb.data(), bb.size(), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dout, 0xff, 64 * kN * 4));  // NaN
+  wgmma_block_kernel<TA, TB, kN, kRS><<<1, 128>>>(da, db, dout);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<float> got(64 * kN);
+  CHECK_CUDA(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < kN; ++n) {
+      float want = 0;
+      for (int k = 0; k < ka; ++k) want += af[m * ka + k] * bf[n * kb + k];
+      ok &= got[m * kN + n] == want;
+    }
+  report(name, ok);
+  cudaFree(da);
+  cudaFree(db);
+  cudaFree(dout);
+}
+
+// ---- TMA boxes at ranks 3-5: strided (padded) tensors, boxes across the upper edges and a
+// negative coordinate (zero fill on load; nothing written there on store) -----------------
+struct Coords {
+  int c[kTmaMaxRank];
+};
+
+template <int kRank>
+FLYOPS_DEVICE void tma_load_at(void* dst, const CUtensorMap* map, uint64_t* bar, const Coords& k) {
+  if constexpr (kRank == 3) tma_load(dst, map, bar, k.c[0], k.c[1], k.c[2]);
+  else if constexpr (kRank == 4) tma_load(dst, map, bar, k.c[0], k.c[1], k.c[2], k.c[3]);
+  else tma_load(dst, map, bar, k.c[0], k.c[1], k.c[2], k.c[3], k.c[4]);
+}
+
+template <int kRank>
+FLYOPS_DEVICE void tma_store_at(const CUtensorMap* map, const void* src, const Coords& k) {
+  static_assert(kRank == 3 || kRank == 4, "tma_store has 2-4-D forms");
+  if constexpr (kRank == 3) tma_store(map, src, k.c[0], k.c[1], k.c[2]);
+  else tma_store(map, src, k.c[0], k.c[1], k.c[2], k.c[3]);
+}
+
+constexpr int kBoxBufBytes = 4096;
+template <int kRank, bool kStore>
+__global__ void tma_box_kernel(const __grid_constant__ CUtensorMap map, Coords at, int box_elems, uint16_t* out) {
+  __shared__ __align__(128) uint16_t box[kBoxBufBytes / 2];
+  __shared__ uint64_t bar;
+  if constexpr (kStore) {
+    for (int i = threadIdx.x; i < box_elems; i += blockDim.x) box[i] = static_cast<uint16_t>(i + 1);
+    fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      tma_store_at<kRank>(&map, box, at);
+      tma_store_commit();
+      tma_store_wait<0>();
+    }
+  } else {
+    if (threadIdx.x == 0) {
+      mbarrier_init(&bar, 1);
+      mbarrier_arrive_expect_tx(&bar, box_elems * 2);  // the whole box counts, zero-filled parts too
+      tma_load_at<kRank>(box, &map, &bar, at);
+    }
+    __syncthreads();
+    mbarrier_wait(&bar, 0);
+    for (int i = threadIdx.x; i < box_elems; i += blockDim.x) out[i] = box[i];
+  }
+}
+
+// dims[0] elements a row, each outer dimension's stride padded by 8 elements (16 bytes).
+template <int kRank, bool kStore>
+void test_tma_box(const int (&dims)[kRank], const int (&box)[kRank], const int (&at)[kRank]) {
+  int64_t stride[kRank];
+  stride[0] = 1;
+  for (int d = 1; d < kRank; ++d) stride[d] = (d == 1 ? (dims[0] + 7) / 8 * 8 : stride[d - 1] * dims[d - 1]) + 8;
+  const int64_t elems = stride[kRank - 1] * dims[kRank - 1];
+  int box_elems = 1;
+  for (int d = 0; d < kRank; ++d) box_elems *= box[d];
+  std::vector<uint16_t> h(elems);
+  for (int64_t i = 0; i < elems; ++i) h[i] = static_cast<uint16_t>(0x8000 | (i * 7 + 3));
+  uint16_t *g, *out;
+  CHECK_CUDA(cudaMalloc(&g, elems * 2));
+  CHECK_CUDA(cudaMalloc(&out, kBoxBufBytes));
+  CHECK_CUDA(cudaMemcpy(g, h.data(), elems * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0xee, kBoxBufBytes));
+  TmaShape s;
+  s.rank = kRank;
+  s.elem_bytes = 2;
+  s.base = g;
+  Coords c{};
+  for (int d = 0; d < kRank; ++d) {
+    s.dims[d] = dims[d];
+    s.box[d] = box[d];
+    if (d > 0) s.strides_bytes[d - 1] = stride[d] * 2;
+    c.c[d] = at[d];
+  }
+  CUtensorMap map;
+  bool ok = tma_encode(&map, s, CU_TENSOR_MAP_DATA_TYPE_UINT16);
+  if (ok) {
+    tma_box_kernel<kRank, kStore><<<1, 128>>>(map, c, box_elems, out);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> got_box(box_elems), got(elems);
+    CHECK_CUDA(cudaMemcpy(got_box.data(), out, box_elems * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(got.data(), g, elems * 2, cudaMemcpyDeviceToHost));
+    std::vector<uint16_t> want = h;  // the tensor after a store
+    for (int i = 0; i < box_elems; ++i) {
+      int64_t off = 0;
+      bool inside = true;
+      for (int d = 0, rest = i; d < kRank; rest /= box[d], ++d) {
+        const int x = at[d] + rest % box[d];
+        inside &= x >= 0 && x < dims[d];
+        off += int64_t{x} * stride[d];
+      }
+      if (kStore && inside) want[off] = static_cast<uint16_t>(i + 1);
+      if (!kStore) ok &= got_box[i] == (inside ? h[off] : 0);
+    }
+    if (kStore) ok &= got == want;  // the box's inside written, the rest (padding too) intact
+  }
+  char name[64];
+  std::snprintf(name, sizeof(name), "tma %s %d-D, padded strides, edges", kStore ? "store" : "load", kRank);
+  report(name, ok);
+  cudaFree(g);
+  cudaFree(out);
 }
 
 // The GEMM through the core API on small integers (exact in fp32; the output rounds once
@@ -1028,6 +1229,22 @@ int main() {
   test_tma_store();
   test_ring();
   test_wgmma();
+  test_wgmma_block<bf16, bf16, 64, false>("wgmma k16 bf16 SS, 128B swizzle, 4 steps");
+  test_wgmma_block<fp16, fp16, 256, false>("wgmma k16 fp16 SS n256, 4 steps");
+  test_wgmma_block<bf16, bf16, 128, true>("wgmma k16 bf16 RS n128, 4 steps");
+  test_wgmma_block<fp16, fp16, 64, true>("wgmma k16 fp16 RS, 4 steps");
+  test_wgmma_block<fp8e4m3, fp8e4m3, 64, false>("wgmma k32 e4m3 x e4m3 SS, 4 steps");
+  test_wgmma_block<fp8e5m2, fp8e4m3, 128, false>("wgmma k32 e5m2 x e4m3 SS n128, 4 steps");
+  test_wgmma_block<fp8e4m3, fp8e5m2, 256, false>("wgmma k32 e4m3 x e5m2 SS n256, 4 steps");
+  test_wgmma_block<fp8e5m2, fp8e5m2, 64, false>("wgmma k32 e5m2 x e5m2 SS, 4 steps");
+  test_wgmma_block<fp8e4m3, fp8e4m3, 256, true>("wgmma k32 e4m3 x e4m3 RS n256, 4 steps");
+  test_wgmma_block<fp8e5m2, fp8e4m3, 64, true>("wgmma k32 e5m2 x e4m3 RS, 4 steps");
+  test_tma_box<3, false>({21, 6, 5}, {16, 4, 3}, {8, -2, 3});
+  test_tma_box<4, false>({40, 3, 4, 3}, {16, 2, 3, 2}, {32, 2, 2, 1});
+  test_tma_box<5, false>({21, 3, 4, 2, 3}, {16, 2, 2, 2, 2}, {16, 2, -1, 1, 2});
+  test_tma_box<5, false>({21, 3, 4, 2, 3}, {8, 3, 4, 2, 3}, {0, 0, 0, 0, 0});
+  test_tma_box<3, true>({24, 6, 5}, {16, 4, 3}, {16, -2, 3});
+  test_tma_box<4, true>({40, 3, 4, 3}, {16, 2, 3, 2}, {24, 2, 2, -1});
   test_mma<bf16>(false);
   test_mma<fp16>(true);
   test_stmatrix<bf16>(false);

@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -12,6 +13,9 @@ namespace flyops::tile {
 
 using bf16 = __nv_bfloat16;
 using fp16 = __half;
+// The 8-bit floats of wgmma's k32 forms (only as element types: one byte each).
+using fp8e4m3 = __nv_fp8_e4m3;
+using fp8e5m2 = __nv_fp8_e5m2;
 
 template <typename T>
 FLYOPS_DEVICE float to_float(T v);
