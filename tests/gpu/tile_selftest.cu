@@ -376,6 +376,61 @@ void test_tma_store() {
   cudaFree(g);
 }
 
+// The 64- and 32-byte swizzles as TMA writes them: a box one span wide (32 or 16 bf16) of
+// 64 rows, read back through SmemTile's offsets, edges zero-filled.
+template <Swizzle kMode>
+__global__ void tma_swizzle_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1, uint16_t* out) {
+  using T = SmemTile<uint16_t, 64, swizzle_span(kMode) / 2, kMode>;
+  __shared__ __align__(1024) unsigned char tile[T::kBytes];
+  __shared__ uint64_t bar;
+  if (threadIdx.x == 0) {
+    mbarrier_init(&bar, 1);
+    mbarrier_arrive_expect_tx(&bar, T::kBytes);
+    tma_load(tile, &map, &bar, c0, c1);
+  }
+  __syncthreads();
+  mbarrier_wait(&bar, 0);
+  constexpr int kCols = swizzle_span(kMode) / 2;
+  for (int i = threadIdx.x; i < 64 * kCols; i += blockDim.x)
+    out[i] = *reinterpret_cast<const uint16_t*>(tile + T::offset(i / kCols, i % kCols));  // logical order
+}
+
+template <Swizzle kMode>
+void test_tma_swizzle() {
+  constexpr int kCols = swizzle_span(kMode) / 2;
+  const int rows = 100, cols = 72;
+  std::vector<uint16_t> h(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) h[i] = static_cast<uint16_t>(i + 1);
+  uint16_t *g, *out;
+  CHECK_CUDA(cudaMalloc(&g, h.size() * 2));
+  CHECK_CUDA(cudaMalloc(&out, 64 * kCols * 2));
+  CHECK_CUDA(cudaMemcpy(g, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0xff, 64 * kCols * 2));
+  TmaShape s;
+  s.base = g;
+  s.dims[0] = cols, s.dims[1] = rows;
+  s.strides_bytes[0] = uint64_t(cols) * 2;
+  s.box[0] = kCols, s.box[1] = 64;
+  s.swizzle = kMode;
+  CUtensorMap map;
+  bool ok = tma_encode(&map, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+  const int c0 = 64, c1 = 50;  // columns 64.. (8 inside), rows 50..113 (50 inside)
+  if (ok) {
+    tma_swizzle_kernel<kMode><<<1, 128>>>(map, c0, c1, out);
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<uint16_t> got(64 * kCols);
+    CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost));
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < kCols; ++c) {
+        const int gr = c1 + r, gc = c0 + c;
+        ok &= got[r * kCols + c] == (gr < rows && gc < cols ? h[gr * cols + gc] : 0);
+      }
+  }
+  report(kMode == Swizzle::k64B ? "tma load 2-D, 64B swizzle, OOB zero" : "tma load 2-D, 32B swizzle, OOB zero", ok);
+  cudaFree(g);
+  cudaFree(out);
+}
+
 void test_ring() {
   const int rows = 64 * kSteps, cols = 64;
   std::vector<uint16_t> h(rows * cols);
@@ -450,21 +505,23 @@ void test_wgmma() {
   report("wgmma m64n64k16 bf16, exact on small integers", ok);
 }
 
-// ---- wgmma through a 128-byte-swizzled K block, every element type and both forms --------
-// A [64 x 128 bytes] and B [kN x 128 bytes], both K-major, stored as TMA would write them:
-// four wgmma K steps of 32 bytes each (k16 for bf16 / fp16, k32 for e4m3 / e5m2), each
-// descriptor starting 32 bytes further into the swizzled rows (what a GEMM's mainloop does).
+// ---- wgmma through a swizzled K block, every element type and both forms -----------------
+// A [64 x kSpan bytes] and B [kN x kSpan bytes], both K-major, one swizzle span a row, stored
+// as TMA would write them: kSpan / 32 wgmma K steps of 32 bytes each (k16 for bf16 / fp16,
+// k32 for e4m3 / e5m2), each descriptor starting 32 bytes further into the swizzled rows
+// (what a GEMM's mainloop does).
 // In the RS form each step's A comes from registers, four bytes a register: register r of
 // lane l in warp w holds row 16 w + l / 4 (+ 8 for r odd), bytes 4 (l % 4) (+ 16 for r >= 2)
 // of the step.
-constexpr int kStepBytes = 32, kBlockBytes = 128;
-template <int kRows>
-using ByteBlock = SmemTile<uint8_t, kRows, kBlockBytes, Swizzle::k128B>;
+constexpr int kStepBytes = 32;
+constexpr Swizzle swizzle_of_span(int span) {
+  return span == 128 ? Swizzle::k128B : span == 64 ? Swizzle::k64B : Swizzle::k32B;
+}
 
-template <typename TA, typename TB, int kN, bool kRS>
+template <typename TA, typename TB, int kN, bool kRS, int kBlockBytes>
 __global__ void wgmma_block_kernel(const uint8_t* a, const uint8_t* b, float* d_out) {
-  using BlockA = ByteBlock<64>;
-  using BlockB = ByteBlock<kN>;
+  using BlockA = SmemTile<uint8_t, 64, kBlockBytes, swizzle_of_span(kBlockBytes)>;
+  using BlockB = SmemTile<uint8_t, kN, kBlockBytes, swizzle_of_span(kBlockBytes)>;
   __shared__ __align__(1024) unsigned char sa[BlockA::kBytes];
   __shared__ __align__(1024) unsigned char sb[BlockB::kBytes];
   for (int i = threadIdx.x; i < 64 * kBlockBytes; i += blockDim.x) sa[BlockA::offset(i / kBlockBytes, i % kBlockBytes)] = a[i];
@@ -514,7 +571,7 @@ void put_element(std::vector<uint8_t>& out, size_t i, float v) {
   }
 }
 
-template <typename TA, typename TB, int kN, bool kRS>
+template <typename TA, typename TB, int kN, bool kRS, int kBlockBytes = 128>
 void test_wgmma_block(const char* name) {
   // Small integers in [-4, 4]: exact in every element type, and sums of up to 128 products exact in fp32.
   const int ka = kBlockBytes / static_cast<int>(sizeof(TA)), kb = kBlockBytes / static_cast<int>(sizeof(TB));
@@ -531,7 +588,7 @@ void test_wgmma_block(const char* name) {
   CHECK_CUDA(cudaMemcpy(da, ab.data(), ab.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(db, bb.data(), bb.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemset(dout, 0xff, 64 * kN * 4));  // NaN
-  wgmma_block_kernel<TA, TB, kN, kRS><<<1, 128>>>(da, db, dout);
+  wgmma_block_kernel<TA, TB, kN, kRS, kBlockBytes><<<1, 128>>>(da, db, dout);
   CHECK_CUDA(cudaDeviceSynchronize());
   std::vector<float> got(64 * kN);
   CHECK_CUDA(cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost));
@@ -1239,6 +1296,11 @@ int main() {
   test_wgmma_block<fp8e5m2, fp8e5m2, 64, false>("wgmma k32 e5m2 x e5m2 SS, 4 steps");
   test_wgmma_block<fp8e4m3, fp8e4m3, 256, true>("wgmma k32 e4m3 x e4m3 RS n256, 4 steps");
   test_wgmma_block<fp8e5m2, fp8e4m3, 64, true>("wgmma k32 e5m2 x e4m3 RS, 4 steps");
+  test_wgmma_block<bf16, bf16, 128, false, 64>("wgmma k16 bf16 SS n128, 64B swizzle, 2 steps");
+  test_wgmma_block<fp8e4m3, fp8e4m3, 64, true, 64>("wgmma k32 e4m3 RS, 64B swizzle, 2 steps");
+  test_wgmma_block<fp8e4m3, fp8e5m2, 128, false, 32>("wgmma k32 e4m3 x e5m2 SS n128, 32B swizzle");
+  test_tma_swizzle<Swizzle::k64B>();
+  test_tma_swizzle<Swizzle::k32B>();
   test_tma_box<3, false>({21, 6, 5}, {16, 4, 3}, {8, -2, 3});
   test_tma_box<4, false>({40, 3, 4, 3}, {16, 2, 3, 2}, {32, 2, 2, 1});
   test_tma_box<5, false>({21, 3, 4, 2, 3}, {16, 2, 2, 2, 2}, {16, 2, -1, 1, 2});
