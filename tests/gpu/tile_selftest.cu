@@ -605,7 +605,7 @@ void test_wgmma_block(const char* name) {
   cudaFree(dout);
 }
 
-// ---- TMA boxes at ranks 3-5: strided (padded) tensors, boxes across the upper edges and a
+// ---- TMA boxes at ranks 3-5 (loads and stores): strided (padded) tensors, boxes across the upper edges and a
 // negative coordinate (zero fill on load; nothing written there on store) -----------------
 struct Coords {
   int c[kTmaMaxRank];
@@ -620,9 +620,9 @@ FLYOPS_DEVICE void tma_load_at(void* dst, const CUtensorMap* map, uint64_t* bar,
 
 template <int kRank>
 FLYOPS_DEVICE void tma_store_at(const CUtensorMap* map, const void* src, const Coords& k) {
-  static_assert(kRank == 3 || kRank == 4, "tma_store has 2-4-D forms");
   if constexpr (kRank == 3) tma_store(map, src, k.c[0], k.c[1], k.c[2]);
-  else tma_store(map, src, k.c[0], k.c[1], k.c[2], k.c[3]);
+  else if constexpr (kRank == 4) tma_store(map, src, k.c[0], k.c[1], k.c[2], k.c[3]);
+  else tma_store(map, src, k.c[0], k.c[1], k.c[2], k.c[3], k.c[4]);
 }
 
 constexpr int kBoxBufBytes = 4096;
@@ -637,7 +637,7 @@ __global__ void tma_box_kernel(const __grid_constant__ CUtensorMap map, Coords a
     if (threadIdx.x == 0) {
       tma_store_at<kRank>(&map, box, at);
       tma_store_commit();
-      tma_store_wait<0>();
+      tma_store_drain();  // the writes done, not only the box read
     }
   } else {
     if (threadIdx.x == 0) {
@@ -1307,6 +1307,7 @@ int main() {
   test_tma_box<5, false>({21, 3, 4, 2, 3}, {8, 3, 4, 2, 3}, {0, 0, 0, 0, 0});
   test_tma_box<3, true>({24, 6, 5}, {16, 4, 3}, {16, -2, 3});
   test_tma_box<4, true>({40, 3, 4, 3}, {16, 2, 3, 2}, {24, 2, 2, -1});
+  test_tma_box<5, true>({24, 3, 4, 2, 3}, {8, 2, 2, 2, 2}, {16, 2, -1, 1, 2});
   test_mma<bf16>(false);
   test_mma<fp16>(true);
   test_stmatrix<bf16>(false);

@@ -246,6 +246,12 @@ FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, in
                "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(src))
                : "memory");
 }
+FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];" ::"l"(map),
+      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_addr(src))
+      : "memory");
+}
 FLYOPS_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Wait until at most kPending store groups still read shared memory.
 template <int kPending>
