@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <type_traits>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "flyops/device.h"
@@ -78,17 +78,23 @@ void test_dependent_launch() {
   report("dependent launch reads after the wait", ok);
 }
 
-using Tile = SmemTile<uint16_t, 64, 64, Swizzle::k128B>;  // bf16, one 128-byte row per index
+// bf16 tiles of 64 rows, each row one swizzle span (what a TMA box of that width writes).
+template <Swizzle kMode>
+using SpanTile = SmemTile<uint16_t, 64, swizzle_span(kMode) / 2, kMode>;
+using Tile = SpanTile<Swizzle::k128B>;  // one 128-byte row per index
 
-// ---- TMA load (2-D, 128B swizzle, edges zero-filled), optionally multicast to a pair ----
+// ---- TMA load (2-D, one swizzle span a row, edges zero-filled), optionally multicast to a pair ----
+
+template <Swizzle kMode>
 __global__ void tma_load_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1, bool multicast,
                                 uint16_t* out) {
-  __shared__ __align__(1024) unsigned char tile[Tile::kBytes];
+  using T = SpanTile<kMode>;
+  __shared__ __align__(1024) unsigned char tile[T::kBytes];
   __shared__ uint64_t bar;
   const uint32_t rank = cluster_rank();
   if (threadIdx.x == 0) {
     mbarrier_init(&bar, 1);
-    mbarrier_arrive_expect_tx(&bar, Tile::kBytes);
+    mbarrier_arrive_expect_tx(&bar, T::kBytes);
   }
   __syncthreads();
   if (multicast) cluster_sync();  // every CTA's barrier is armed before rank 0 multicasts
@@ -100,7 +106,7 @@ __global__ void tma_load_kernel(const __grid_constant__ CUtensorMap map, int c0,
   }
   mbarrier_wait(&bar, 0);
   const uint16_t* t = reinterpret_cast<const uint16_t*>(tile);
-  for (int i = threadIdx.x; i < Tile::kBytes / 2; i += blockDim.x) out[rank * (Tile::kBytes / 2) + i] = t[i];
+  for (int i = threadIdx.x; i < T::kBytes / 2; i += blockDim.x) out[rank * (T::kBytes / 2) + i] = t[i];
   if (multicast) cluster_sync();
 }
 
@@ -274,7 +280,7 @@ __global__ void stmatrix_kernel(const float* in, uint16_t* out) {
   for (int i = l; i < 512; i += 32) out[i] = reinterpret_cast<const uint16_t*>(buf)[i];
 }
 
-CUtensorMap matrix_map(void* base, int rows, int cols) {
+CUtensorMap matrix_map(void* base, int rows, int cols, Swizzle mode = Swizzle::k128B) {
   TmaShape s;
   s.rank = 2;
   s.elem_bytes = 2;
@@ -282,9 +288,9 @@ CUtensorMap matrix_map(void* base, int rows, int cols) {
   s.dims[0] = cols;
   s.dims[1] = rows;
   s.strides_bytes[0] = uint64_t(cols) * 2;
-  s.box[0] = 64;
+  s.box[0] = swizzle_span(mode) / 2;
   s.box[1] = 64;
-  s.swizzle = Swizzle::k128B;
+  s.swizzle = mode;
   CUtensorMap map;
   if (!tma_encode(&map, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)) {
     std::fprintf(stderr, "tma_encode failed (%s)\n", tma_check(s) ? tma_check(s) : "driver");
@@ -326,31 +332,38 @@ void test_tma_map_cache() {
   for (char* b : buf) cudaFree(b);
 }
 
+template <Swizzle kMode = Swizzle::k128B>
 void test_tma_load(bool multicast) {
+  using T = SpanTile<kMode>;
+  constexpr int kCols = swizzle_span(kMode) / 2;
   const int rows = 100, cols = 72;  // not multiples of the box: the second box is partly outside
   std::vector<uint16_t> h(rows * cols);
   for (int i = 0; i < rows * cols; ++i) h[i] = static_cast<uint16_t>(i + 1);
   uint16_t *g, *out;
   const int ctas = multicast ? 2 : 1;
   CHECK_CUDA(cudaMalloc(&g, h.size() * 2));
-  CHECK_CUDA(cudaMalloc(&out, ctas * Tile::kBytes));
+  CHECK_CUDA(cudaMalloc(&out, ctas * T::kBytes));
   CHECK_CUDA(cudaMemcpy(g, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(out, 0xff, ctas * Tile::kBytes));
-  const CUtensorMap map = matrix_map(g, rows, cols);
-  const int c0 = 64, c1 = 64;  // columns 64..127, rows 64..127: 8 x 36 inside
-  CHECK_CUDA(launch_cluster(&tma_load_kernel, dim3(ctas), dim3(128), 0, nullptr, ctas, map, c0, c1, multicast, out));
+  CHECK_CUDA(cudaMemset(out, 0xff, ctas * T::kBytes));
+  const CUtensorMap map = matrix_map(g, rows, cols, kMode);
+  const int c0 = 64, c1 = 64;  // columns 64.., rows 64..127: 8 x 36 inside
+  CHECK_CUDA(launch_cluster(&tma_load_kernel<kMode>, dim3(ctas), dim3(128), 0, nullptr, ctas, map, c0, c1, multicast, out));
   CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<uint16_t> got(ctas * Tile::kBytes / 2);
+  std::vector<uint16_t> got(ctas * T::kBytes / 2);
   CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost));
   bool ok = true;
   for (int cta = 0; cta < ctas; ++cta)
     for (int r = 0; r < 64; ++r)
-      for (int c = 0; c < 64; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         const int gr = c1 + r, gc = c0 + c;
         const uint16_t want = gr < rows && gc < cols ? h[gr * cols + gc] : 0;
-        ok &= got[cta * Tile::kBytes / 2 + Tile::offset(r, c) / 2] == want;
+        ok &= got[cta * T::kBytes / 2 + T::offset(r, c) / 2] == want;
       }
-  report(multicast ? "tma load multicast to a 2-CTA cluster" : "tma load 2-D, 128B swizzle, OOB zero", ok);
+  const char* name = multicast                 ? "tma load multicast to a 2-CTA cluster"
+                     : kMode == Swizzle::k128B ? "tma load 2-D, 128B swizzle, OOB zero"
+                     : kMode == Swizzle::k64B  ? "tma load 2-D, 64B swizzle, OOB zero"
+                                               : "tma load 2-D, 32B swizzle, OOB zero";
+  report(name, ok);
   cudaFree(g);
   cudaFree(out);
 }
@@ -374,61 +387,6 @@ void test_tma_store() {
     }
   report("tma store 2-D, edges not written", ok);
   cudaFree(g);
-}
-
-// The 64- and 32-byte swizzles as TMA writes them: a box one span wide (32 or 16 bf16) of
-// 64 rows, read back through SmemTile's offsets, edges zero-filled.
-template <Swizzle kMode>
-__global__ void tma_swizzle_kernel(const __grid_constant__ CUtensorMap map, int c0, int c1, uint16_t* out) {
-  using T = SmemTile<uint16_t, 64, swizzle_span(kMode) / 2, kMode>;
-  __shared__ __align__(1024) unsigned char tile[T::kBytes];
-  __shared__ uint64_t bar;
-  if (threadIdx.x == 0) {
-    mbarrier_init(&bar, 1);
-    mbarrier_arrive_expect_tx(&bar, T::kBytes);
-    tma_load(tile, &map, &bar, c0, c1);
-  }
-  __syncthreads();
-  mbarrier_wait(&bar, 0);
-  constexpr int kCols = swizzle_span(kMode) / 2;
-  for (int i = threadIdx.x; i < 64 * kCols; i += blockDim.x)
-    out[i] = *reinterpret_cast<const uint16_t*>(tile + T::offset(i / kCols, i % kCols));  // logical order
-}
-
-template <Swizzle kMode>
-void test_tma_swizzle() {
-  constexpr int kCols = swizzle_span(kMode) / 2;
-  const int rows = 100, cols = 72;
-  std::vector<uint16_t> h(rows * cols);
-  for (int i = 0; i < rows * cols; ++i) h[i] = static_cast<uint16_t>(i + 1);
-  uint16_t *g, *out;
-  CHECK_CUDA(cudaMalloc(&g, h.size() * 2));
-  CHECK_CUDA(cudaMalloc(&out, 64 * kCols * 2));
-  CHECK_CUDA(cudaMemcpy(g, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemset(out, 0xff, 64 * kCols * 2));
-  TmaShape s;
-  s.base = g;
-  s.dims[0] = cols, s.dims[1] = rows;
-  s.strides_bytes[0] = uint64_t(cols) * 2;
-  s.box[0] = kCols, s.box[1] = 64;
-  s.swizzle = kMode;
-  CUtensorMap map;
-  bool ok = tma_encode(&map, s, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
-  const int c0 = 64, c1 = 50;  // columns 64.. (8 inside), rows 50..113 (50 inside)
-  if (ok) {
-    tma_swizzle_kernel<kMode><<<1, 128>>>(map, c0, c1, out);
-    CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<uint16_t> got(64 * kCols);
-    CHECK_CUDA(cudaMemcpy(got.data(), out, got.size() * 2, cudaMemcpyDeviceToHost));
-    for (int r = 0; r < 64; ++r)
-      for (int c = 0; c < kCols; ++c) {
-        const int gr = c1 + r, gc = c0 + c;
-        ok &= got[r * kCols + c] == (gr < rows && gc < cols ? h[gr * cols + gc] : 0);
-      }
-  }
-  report(kMode == Swizzle::k64B ? "tma load 2-D, 64B swizzle, OOB zero" : "tma load 2-D, 32B swizzle, OOB zero", ok);
-  cudaFree(g);
-  cudaFree(out);
 }
 
 void test_ring() {
@@ -1283,6 +1241,8 @@ int main() {
   test_dependent_launch();
   test_tma_load(false);
   test_tma_load(true);
+  test_tma_load<Swizzle::k64B>(false);
+  test_tma_load<Swizzle::k32B>(false);
   test_tma_store();
   test_ring();
   test_wgmma();
@@ -1299,8 +1259,6 @@ int main() {
   test_wgmma_block<bf16, bf16, 128, false, 64>("wgmma k16 bf16 SS n128, 64B swizzle, 2 steps");
   test_wgmma_block<fp8e4m3, fp8e4m3, 64, true, 64>("wgmma k32 e4m3 RS, 64B swizzle, 2 steps");
   test_wgmma_block<fp8e4m3, fp8e5m2, 128, false, 32>("wgmma k32 e4m3 x e5m2 SS n128, 32B swizzle");
-  test_tma_swizzle<Swizzle::k64B>();
-  test_tma_swizzle<Swizzle::k32B>();
   test_tma_box<3, false>({21, 6, 5}, {16, 4, 3}, {8, -2, 3});
   test_tma_box<4, false>({40, 3, 4, 3}, {16, 2, 3, 2}, {32, 2, 2, 1});
   test_tma_box<5, false>({21, 3, 4, 2, 3}, {16, 2, 2, 2, 2}, {16, 2, -1, 1, 2});
