@@ -89,11 +89,9 @@ inline uint8_t float_to_fp8(float f, Fp8 kind) {
   } else {
     int e;
     std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the unbiased exponent is e - 1
-    const double q = std::nearbyint(std::ldexp(a, mbits - (e - 1)));  // in [2^mbits, 2^(mbits + 1)]
-    const double biased = static_cast<double>(e - 1 + bias) + (q == std::ldexp(1.0, mbits + 1) ? 1 : 0);
-    if (biased > 32) return sign | overflow;  // far past either format's range
-    const int man = q == std::ldexp(1.0, mbits + 1) ? 0 : static_cast<int>(q) - (1 << mbits);
-    code = (static_cast<int>(biased) << mbits) | man;
+    const int q = static_cast<int>(std::nearbyint(std::ldexp(a, mbits - (e - 1))));  // in [2^mbits, 2^(mbits + 1)]
+    const bool carry = q == 2 << mbits;  // rounded up into the next binade
+    code = ((e - 1 + bias + carry) << mbits) | (carry ? 0 : q - (1 << mbits));  // past max_code: overflow below
   }
   return static_cast<uint8_t>(sign | (code > max_code ? overflow : code));
 }

@@ -15,6 +15,11 @@ NS_FP8 = (64, 128, 256)
 FP8 = ("e4m3", "e5m2")  # PTX type names; the C++ types are fp8e4m3 / fp8e5m2 (numeric.h)
 
 
+def acc_list(regs):
+    """The accumulators' operand numbers in the asm string: %0 .. %(regs - 1)."""
+    return ", ".join(f"%{i}" for i in range(regs))
+
+
 def outs_list(regs):
     """The accumulators as in-out asm operands, eight a line."""
     return ",\n        ".join(", ".join(f'"+f"(d[{i}])' for i in range(j, min(j + 8, regs)))
@@ -23,7 +28,7 @@ def outs_list(regs):
 
 def wrapper(ptx_type, name, n):
     regs = n // 2  # fp32 accumulators per thread: 64 x n over 128 threads
-    d = ", ".join(f"%{i}" for i in range(regs))
+    d = acc_list(regs)
     a, b, s, ta, tb = regs, regs + 1, regs + 2, regs + 3, regs + 4
     outs = outs_list(regs)
     return f'''
@@ -44,7 +49,7 @@ FLYOPS_DEVICE void wgmma_m64n{n}k16_{name}(float (&d)[{regs}], uint64_t desc_a, 
 
 def wrapper_rs(ptx_type, name, n):
     regs = n // 2
-    d = ", ".join(f"%{i}" for i in range(regs))
+    d = acc_list(regs)
     a = ", ".join(f"%{regs + i}" for i in range(4))
     b, s, tb = regs + 4, regs + 5, regs + 6
     outs = outs_list(regs)
@@ -98,7 +103,7 @@ FLYOPS_DEVICE void wgmma_m64k16(float (&d)[kN / 2], uint64_t desc_a, uint64_t de
 
 def wrapper_fp8(ta, tb, n):
     regs = n // 2
-    d = ", ".join(f"%{i}" for i in range(regs))
+    d = acc_list(regs)
     a, b, s = regs, regs + 1, regs + 2
     return f'''
 // D[64 x {n}] (+)= A[64 x 32] * B[32 x {n}], A {ta} and B {tb} from shared memory, both
@@ -117,7 +122,7 @@ FLYOPS_DEVICE void wgmma_m64n{n}k32_{ta}_{tb}(float (&d)[{regs}], uint64_t desc_
 
 def wrapper_fp8_rs(ta, tb, n):
     regs = n // 2
-    d = ", ".join(f"%{i}" for i in range(regs))
+    d = acc_list(regs)
     a = ", ".join(f"%{regs + i}" for i in range(4))
     b, s = regs + 4, regs + 5
     return f'''
