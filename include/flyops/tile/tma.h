@@ -228,8 +228,11 @@ FLYOPS_DEVICE void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_
       : "memory");
 }
 // Box store from shared memory; complete it with tma_store_commit / tma_store_wait. Out-of-
-// bounds elements are not written, but at the inner edge the store works in 16-byte chunks:
-// keep dims[0] * elem_bytes a multiple of 16 where what lies past the edge must survive.
+// bounds elements past an upper edge are not written, but at the inner edge the store works
+// in 16-byte chunks: keep dims[0] * elem_bytes a multiple of 16 where what lies past the edge
+// must survive. Coordinates must not be negative: a store whose box starts below 0 in any
+// dimension traps (illegal instruction; measured on the H200 at ranks 2 and 3), where a load
+// zero-fills.
 // Shared-memory writes by threads must be fenced first (fence_proxy_async).
 FLYOPS_DEVICE void tma_store(const CUtensorMap* map, const void* src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map),
