@@ -2,6 +2,7 @@
 // size) become template parameters and launch geometry. Included by one .cu per dtype.
 #pragma once
 
+#include <algorithm>
 #include <cuda_runtime.h>
 
 #include "argmax_kernel.cuh"
@@ -133,10 +134,9 @@ struct Launcher {
              ok = ok && cudaFuncSetAttribute(&flyops_topk_argmax<Keys>,
                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
              if constexpr (!Keys::kIdentity) {  // maxima keys (AscKeys32) never take these
-               const int finish_max = finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               finish_max > kFinishSpreadSmem ? finish_max : kFinishSpreadSmem) ==
-                              cudaSuccess;
+                                               std::max(finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total,
+                                                        kFinishSpreadSmem)) == cudaSuccess;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_filter<Keys, kFilterUnroll>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kFilterSmem) == cudaSuccess;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_filter_merge<Keys>,
@@ -282,26 +282,25 @@ struct Launcher {
     // were packed two to an SM beside the stream's last blocks and ran 13-22% slower at 64
     // rows (docs/perf-notes.md, TopK v23); behind a list-only stream whose blocks trigger at
     // their end (kListTriggerAtEnd), a dependent launch waits for the last of them (v75).
-    auto go = [&](auto kernel) {
-      return launched(tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), smem, p.stream, f));
+    auto go = [&](auto kernel, int bytes) {
+      return launched(tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), bytes, p.stream, f));
     };
     if (plan.finish > kFinishMaxE) {
       if (!prepare(p.device)) return Status::kUnsupported;
-      if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>);
+      if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the
       // stream's last blocks they spread one an SM (two to an SM ran 13-22% slower: v23); it
       // then starts ~1 us after the stream's end instead of ~2.3 (TopK v78).
       if (lists_only(plan) && p.rows <= device_info(p.device).sm_count)
-        return launched(tile::launch_dependent(&flyops_topk_finish<Keys, 0>, dim3(grid), dim3(kFinishThreads),
-                                               smem > kFinishSpreadSmem ? smem : kFinishSpreadSmem, p.stream, f));
+        return go(&flyops_topk_finish<Keys, 0>, std::max(smem, kFinishSpreadSmem));
       flyops_topk_finish<Keys, 0><<<grid, kFinishThreads, smem, p.stream>>>(f);
       return launch_status();
     }
     if constexpr (sizeof(Raw) == 4) {  // 16-bit rows need at least one vector of 8
-      if (plan.finish <= 4) return go(&flyops_topk_finish<Keys, 4>);
+      if (plan.finish <= 4) return go(&flyops_topk_finish<Keys, 4>, smem);
     }
-    return go(&flyops_topk_finish<Keys, kFinishMaxE>);
+    return go(&flyops_topk_finish<Keys, kFinishMaxE>, smem);
   }
 
   // Before the shared-memory finish a screened row's maxima are only its failed list's

@@ -187,10 +187,10 @@ FLYOPS_HD int finish_groups(int elems, int k, int group_log2) {
 // detail::list_top in finish_kernel.cuh): kListBuckets counts and the composites of the
 // buckets at or above the cut (fewer than k plus one bucket's kListBucketMax).
 inline constexpr int kListBuckets = 2048;
+inline constexpr int kListBucketMax = 128;
 // The fp32 list finish's shared memory when its rows fit one CTA an SM (launch.cuh): more
 // than half of an SM's 228 KB, so that no two of its CTAs share an SM.
 inline constexpr int kFinishSpreadSmem = 116 * 1024;
-inline constexpr int kListBucketMax = 128;
 struct FinishSmem {
   int keys, sort_key, sort_val, chosen, total;
   int sort_cap;  // the power of two >= k
