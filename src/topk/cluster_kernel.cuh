@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "block_sort.cuh"
+#include "chain_mark.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/launch.h"
@@ -64,9 +65,9 @@ struct ClusterArgs {
   int stage_cap; // output elements staged per CTA before claiming slots
   int data_bytes; // shared memory before the sort buffers (cluster_geometry)
   int gather_cap;  // the gather ending's capacity (<= sort_cap), 0 without it
-  // Input rows another kernel has finished (nonzero), or null: their CTAs return at once
-  // (the delegates' radix chain behind a screened list: launch.cuh). Given, the kernel is
-  // launched dependent on the previous one and waits for it first.
+  // The list finish's marks on the input rows (chain_mark.cuh), or null: a listed row's CTAs
+  // return at once (the delegates' radix chain behind a screened list: launch.cuh). Given,
+  // the kernel is launched dependent on the previous one and waits for it before it reads.
   const uint32_t* skip;
 };
 
@@ -175,13 +176,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const int64_t row = blockIdx.x / csize;  // output row
   const int64_t in_row = row / a.segs, seg = row - in_row * a.segs;
   GridTrace grid_trace;  // trace builds: a skipped row's CTAs record their start and end
-  if (a.skip != nullptr) {  // launched dependent on the kernel that marks the rows (launch.cuh)
-    // The chain's next kernel may launch now (it waits for this grid before it reads), so a
-    // skipped row's kernels cost a wait each behind the list finish, not a launch each.
+  if (a.skip != nullptr) {  // launched dependent behind the list finish, which marks the rows (launch.cuh)
+    // The chain's next kernel may launch now (a row left to the chain waits for this grid
+    // before it reads), so a listed row's kernels cost neither a launch nor a wait each.
     tile::allow_dependent_launch();
-    tile::grid_dependency_wait();
+    const bool listed = detail::chain_row_listed<true>(a.skip + in_row);  // every CTA of the cluster: the same row
     grid_trace.mark();
-    if (a.skip[in_row] != 0) {  // every CTA of the cluster: the same row
+    if (listed) {
       grid_trace.end(3);
       return;
     }

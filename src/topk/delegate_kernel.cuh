@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "chain_mark.cuh"
 #include "flyops/tile/launch.h"
 #include "flyops/tile/warp.h"
 #include "keys.h"
@@ -53,7 +54,7 @@ struct GatherArgs {
   int group_vecs_log2;     // 16-byte vectors per group
   const int64_t* chosen;   // [rows, k] group numbers
   void* cand;              // [rows, k * group] their elements (positions: from `chosen`)
-  const uint32_t* skip;    // [rows] rows already finished (nonzero), or null; given, the
+  const uint32_t* skip;    // [rows] the list finish's marks (chain_mark.cuh), or null; given, the
                            // kernel is launched dependent on the previous one
 };
 
@@ -259,8 +260,7 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_ga
   const int64_t row = slot / a.k;
   if (a.skip != nullptr) {  // launched dependent (launch.cuh); the next may launch at once
     flyops::tile::allow_dependent_launch();
-    flyops::tile::grid_dependency_wait();
-    if (a.skip[row] != 0) return;
+    if (detail::chain_row_listed<false>(a.skip + row)) return;
   }
   const int64_t pos = ((a.chosen[slot] << gl) + (t & ((int64_t{1} << gl) - 1))) * kVec;
   const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride + pos);

@@ -18,7 +18,7 @@ extern const DtypeOps kOpsBf16;
 
 // The selection over group maxima (AscKeys32 elements, whatever the input dtype): defined
 // once, in the fp32 translation unit.
-// Rows with skip[row] nonzero are left alone (null: none).
+// Rows that skip[row] marks listed (chain_mark.cuh) are left alone (null: none).
 Status select_maxima(const TopkParams& p, const TopkPlan::Selection& s, const uint32_t* skip);
 
 inline const DtypeOps* ops_for(DType t) { return ops_by_dtype(t, kOpsFp32, kOpsFp16, kOpsBf16); }

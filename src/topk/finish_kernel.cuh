@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "block_sort.cuh"
+#include "chain_mark.cuh"
 #include "flyops/tile/launch.h"
 #include "keys.h"
 #include "small_select.cuh"
@@ -299,11 +300,12 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   }
 
   if (a.maxima == nullptr) {  // the list alone: a row it does not hold is the chain's
+    // Marked at once: the chain's kernels poll the mark (chain_mark.cuh).
+    if (tid == 0) flyops::tile::st_release_gpu(reinterpret_cast<int*>(a.done + row), listed ? kRowListed : kRowChained);
     if (!listed) {
       dump();
       return;
     }
-    if (tid == 0) a.done[row] = 1;
   }
 
   // ---- the list's k best in one bucket pass, where no bucket is crowded ---------------------

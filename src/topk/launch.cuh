@@ -245,8 +245,8 @@ struct Launcher {
     return launch_status();
   }
 
-  // A radix selection: one cluster pass per row, or two stages; rows with skip[row] set
-  // are left alone.
+  // A radix selection: one cluster pass per row, or two stages; rows that skip[row] marks
+  // listed (chain_mark.cuh) are left alone.
   static Status select(const TopkParams& p, const TopkPlan::Selection& s, const uint32_t* skip = nullptr) {
     if (s.kind == TopkPlan::Kind::kCluster) return one_pass(p, s.cluster, nullptr, 0, 0, skip);
     if (s.kind == TopkPlan::Kind::kTwoStage) return two(p, s, skip);

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "chain_mark.cuh"
 #include "flyops/tile/launch.h"
 #include "keys.h"
 #include "small_select.cuh"
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   if (threadIdx.x == 0) {
     a.thresh[row] = t;
     a.count[row] = 0;
-    if (a.done != nullptr) a.done[row] = 0;
+    if (a.done != nullptr) a.done[row] = kRowPending;
   }
 }
 
