@@ -19,6 +19,7 @@
 //   flyops_pdl_order_probe [trials, default 200] [spin us, default 20]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,7 +39,7 @@ __global__ void primary(unsigned* flag, unsigned spin_ns) {
   *reinterpret_cast<volatile unsigned*>(flag) = 1u;
 }
 
-__global__ void skip(unsigned* /*unused*/) { allow_dependent_launch(); }
+__global__ void skip() { allow_dependent_launch(); }
 
 template <bool kWait>
 __global__ void reader(const unsigned* flag, unsigned* seen) {
@@ -69,8 +70,8 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaMemsetAsync(seen_d + c, 0xff, sizeof(unsigned), s));
       CHECK_CUDA(cudaEventRecord(e0, s));
       primary<<<1, 32, 0, s>>>(flag, spin_us * 1000u);
-      CHECK_CUDA(launch_dependent(&skip, dim3(1), dim3(32), 0, s, seen_d));
-      if (c == 1) CHECK_CUDA(launch_dependent(&skip, dim3(1), dim3(32), 0, s, seen_d));
+      CHECK_CUDA(launch_dependent(&skip, dim3(1), dim3(32), 0, s));
+      if (c == 1) CHECK_CUDA(launch_dependent(&skip, dim3(1), dim3(32), 0, s));
       if (c == 2) CHECK_CUDA(cudaEventRecord(e1, s));
       if (c == 1)
         CHECK_CUDA(launch_dependent(&reader<true>, dim3(1), dim3(1), 0, s, flag, seen_d + c));
@@ -83,8 +84,8 @@ int main(int argc, char** argv) {
       if (c == 2) {
         float ms = 0.0f;
         CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-        ev_min = ms * 1e3f < ev_min ? ms * 1e3f : ev_min;
-        ev_max = ms * 1e3f > ev_max ? ms * 1e3f : ev_max;
+        ev_min = std::min(ev_min, ms * 1e3f);
+        ev_max = std::max(ev_max, ms * 1e3f);
       }
     }
   }
