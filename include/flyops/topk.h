@@ -41,7 +41,6 @@ struct TopkPlan {
     kArgmax,    // k == 1: a streaming arg-max over a cluster of CTAs
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
     kDelegate,  // many long rows: the k best group maxima pick k groups, then their k best
-    kFilter,    // many long rows in one pass: a running threshold's survivors in shared memory
     kRows,      // N <= 4096: a warp per row, the row's keys in shared memory, 8-bit digit rounds
   };
   // How one radix selection runs: kCluster or kTwoStage with their geometry.
@@ -52,7 +51,7 @@ struct TopkPlan {
     int seg_cluster = 1;      // kTwoStage: CTAs per segment
   };
   Kind kind = Kind::kStock;
-  int cluster = 1;  // kFilter too: CTAs a row
+  int cluster = 1;
   int64_t seg_len = 0;
   int seg_cluster = 1;
   const char* reason = "";  // why stock, when kind == kStock
@@ -72,14 +71,12 @@ struct TopkPlan {
   // when the stream does not screen. With the two selections above (finish == 0), a finish
   // kernel of this many keys per thread takes the rows whose list holds their answer, and
   // the selections skip those rows.
-  // kFilter: the sample rank of its sampled start (traits.h, filter_sample_rank); 0: none.
   int screen = 0;
   int screen_finish = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
-  // kFilter: clusters of `cluster` CTAs a row; past one, each takes a segment and a second
-  // kernel merges their k best. kArgmax: segments a row, each a row of `cluster` CTAs, then
-  // one CTA a row over their winners.
+  // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their
+  // winners.
   int segs = 1;
   bool flyops() const { return kind != Kind::kStock; }
   Selection selection() const { return {kind, cluster, seg_len, seg_cluster}; }
@@ -103,11 +100,11 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
-// screened stream writes no maxima), 18 the filter kernel, 19 the filter kernel in segments
-// of the row, 20 the rows kernel, 21 the filter kernel with its sampled start where it fits;
-// -1 the router) and a cluster size (0: the router's; for the filter kernel, CTAs a row; for
-// delegates, vectors per group; for the group kernel (5, 15, 16), threads a row of 65-256
-// elements: 8, 16 or 32). Forced plans that cannot run fall back to the router's choice.
+// screened stream writes no maxima), 20 the rows kernel; -1 the router) and a cluster size
+// (0: the router's; for delegates, vectors per group; for the group kernel (5, 15, 16),
+// threads a row of 65-256 elements: 8, 16 or 32). Forced plans that cannot run, and codes
+// that no kind answers to (18, 19 and 21 were the one-pass filter kernel, measured slower
+// everywhere and removed: docs/perf-notes.md, TopK v67-v72), fall back to the router's choice.
 // Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 

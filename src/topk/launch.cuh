@@ -10,7 +10,6 @@
 #include "common/per_device.h"
 #include "delegate_kernel.cuh"
 #include "dispatch.h"
-#include "filter_kernel.cuh"
 #include "finish_kernel.cuh"
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
@@ -137,10 +136,6 @@ struct Launcher {
                ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                std::max(finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total,
                                                         kFinishSpreadSmem)) == cudaSuccess;
-               ok = ok && cudaFuncSetAttribute(&flyops_topk_filter<Keys, kFilterUnroll>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kFilterSmem) == cudaSuccess;
-               ok = ok && cudaFuncSetAttribute(&flyops_topk_filter_merge<Keys>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kFilterSmem) == cudaSuccess;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_rows<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
                               cudaSuccess;
@@ -438,33 +433,6 @@ struct Launcher {
     return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)), 0, done);
   }
 
-  // One pass, `cluster` CTAs a row (filter_kernel.cuh); in `segs` clusters a row, their k
-  // best merged by a second kernel, launched dependent (the workspace holds them).
-  // `sample_rank` (one segment only): the sampled start's rank, 0 for none.
-  static Status filter(const TopkParams& p, int cluster, int segs, int sample_rank) {
-    if constexpr (Keys::kIdentity) {
-      return Status::kUnsupported;
-    } else {
-      if (!filter_fits(p.n, p.k, cluster, sizeof(Raw)) || !filter_segs_fit(p.n, p.k, cluster, segs, sizeof(Raw)) ||
-          !prepare(p.device))
-        return Status::kUnsupported;
-      FilterArgs a{p.x,       p.n,      p.x_row_stride, filter_slice_vecs(p.n, cluster, sizeof(Raw), segs),
-                   static_cast<int>(p.k), p.largest, p.sorted, p.values, p.indices};
-      if (segs > 1) {
-        a.parts = static_cast<uint64_t*>(p.workspace);
-        a.segs = segs;
-      } else {
-        a.sample_rank = sample_rank;
-      }
-      const Status s = launched(tile::launch_cluster(&flyops_topk_filter<Keys, kFilterUnroll>,
-                                                     dim3(static_cast<unsigned>(p.rows * cluster * segs)),
-                                                     dim3(kFilterThreads), kFilterSmem, p.stream, cluster, a));
-      if (s != Status::kSuccess || segs == 1) return s;
-      return launched(tile::launch_dependent(&flyops_topk_filter_merge<Keys>, dim3(static_cast<unsigned>(p.rows)),
-                                             dim3(kFilterThreads), kFilterSmem, p.stream, a));
-    }
-  }
-
   static Status run(const TopkParams& p, const TopkPlan& plan) {
     if (p.rows == 0) return Status::kSuccess;
 #if FLYOPS_TOPK_TRACE
@@ -477,7 +445,6 @@ struct Launcher {
       case TopkPlan::Kind::kArgmax: return argmax(p, plan.cluster, plan.segs);
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
       case TopkPlan::Kind::kDelegate: return delegates(p, plan);
-      case TopkPlan::Kind::kFilter: return filter(p, plan.cluster, plan.segs, plan.screen);
       case TopkPlan::Kind::kRows: return rows(p);
       default: return Status::kUnsupported;
     }

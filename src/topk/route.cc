@@ -171,31 +171,6 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   return true;
 }
 
-// The filter kernel (filter_kernel.cuh) with clusters of `c` CTAs, `segs` a row: rows
-// 16-byte aligned, whole vectors, where each CTA's share of the buffer has room
-// (filter_fits) and the merge holds every segment's k best. `sampled`: the sampled start
-// where it fits (one segment).
-bool filter_plan(const TopkParams& p, int c, int segs, TopkPlan& plan, bool sampled = false) {
-  const int bytes = elem_bytes(p.dtype), vec = 16 / bytes;
-  if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
-  if (!topk::filter_fits(p.n, p.k, c, bytes) || !topk::filter_segs_fit(p.n, p.k, c, segs, bytes) ||
-      p.rows * c * segs > INT_MAX)
-    return false;
-  plan.kind = TopkPlan::Kind::kFilter;
-  plan.cluster = c;
-  plan.segs = segs;
-  plan.screen = sampled && segs == 1 ? topk::filter_sample_rank(p.n, p.k, c, bytes) : 0;
-  return true;
-}
-
-// Segments a row so that the grid is about two CTAs an SM, within what the merge holds.
-int filter_segs(const TopkParams& p, int c, const DeviceInfo& dev) {
-  const int64_t ctas = 2 * int64_t(dev.sm_count);
-  int segs = 1;
-  while (p.rows * c * (2 * segs) <= ctas && (2 * segs) * p.k <= topk::kFilterCap) segs *= 2;
-  return segs;
-}
-
 // The rows kernel (rows_kernel.cuh) where it takes the rows and its grid of kRowsWarps rows a
 // CTA fits.
 bool rows_plan(const TopkParams& p, TopkPlan& plan) {
@@ -253,9 +228,6 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
-  if (forced == 18 && filter_plan(p, forced_c, 1, plan)) return plan;
-  if (forced == 19 && filter_plan(p, forced_c, filter_segs(p, forced_c, dev), plan)) return plan;
-  if (forced == 21 && filter_plan(p, forced_c, 1, plan, true)) return plan;
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
   if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
@@ -376,14 +348,6 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
       else
         std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;
-    case TopkPlan::Kind::kFilter:
-      if (plan.segs > 1)
-        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d,seg%d>", dtype_name(dtype), plan.cluster, plan.segs);
-      else if (plan.screen != 0)
-        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d,sample%d>", dtype_name(dtype), plan.cluster, plan.screen);
-      else
-        std::snprintf(buf, len, "flyops_topk_filter<%s,c%d>", dtype_name(dtype), plan.cluster);
-      break;
     case TopkPlan::Kind::kRows: std::snprintf(buf, len, "flyops_topk_rows<%s>", dtype_name(dtype)); break;
     case TopkPlan::Kind::kTwoStage:
       std::snprintf(buf, len, "flyops_topk_two_stage<%s,seg%lldx%d,c%d>", dtype_name(dtype),
@@ -404,8 +368,6 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
   }
   if (plan.kind == TopkPlan::Kind::kArgmax)  // the segments' winners: indices, then values
     return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * (8 + elem_bytes(p.dtype))) : 0;
-  if (plan.kind == TopkPlan::Kind::kFilter)  // the segments' k best composites
-    return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * p.k * 8) : 0;
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
 }
 
@@ -418,7 +380,10 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan) {
 }
 
 void topk_force(int kind, int cluster) {
-  g_forced_kind.store(kind, std::memory_order_relaxed);
+  // Codes no kind answers to (13 and 14; 18, 19 and 21 of the removed filter kernel) are the
+  // router's, as a force that cannot run is.
+  const bool known = kind >= -1 && kind <= 20 && kind != 13 && kind != 14 && kind != 18 && kind != 19;
+  g_forced_kind.store(known ? kind : -1, std::memory_order_relaxed);
   g_forced_cluster.store(cluster, std::memory_order_relaxed);
 }
 

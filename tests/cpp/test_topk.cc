@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flyops/topk.h"
@@ -291,38 +292,16 @@ TEST(TopkRoute, RowsKernelForced) {
   EXPECT_EQ(topk::rows_smem(1001, 2, 7, false).keys, s.stage);
 }
 
-// The filter kernel (force 18; 21 with its sampled start where the sample fits): each CTA's
-// share of the buffer holds 2k and k with a warp's step; the sample's rank keeps the rank's
-// tail bound, at most half the threads' maxima, and the expected survivors within 0.8 of the
-// share.
-TEST(TopkRoute, FilterKernelForced) {
-  flyops::topk_force(21, 2);
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 1024)), "flyops_topk_filter<fp32,c2,sample60>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_filter<bf16,c2,sample102>");
-  // rows shorter than two samples keep the first step's start
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 16384, 50)), "flyops_topk_filter<bf16,c2>");
-  flyops::topk_force(18, 2);
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 1024)), "flyops_topk_filter<fp32,c2>");
-  flyops::topk_force(18, 4);  // bf16 at 4 CTAs a row: a share of 1024 is no room for k and a warp's step
-  EXPECT_NE(plan_name(params(DType::kBFloat16, 64, 262144, 8)).rfind("flyops_topk_filter", 0), 0u);
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 512)), "flyops_topk_filter<fp32,c4>");
-  flyops::topk_force(-1, 0);
-  EXPECT_TRUE(topk::filter_fits(262144, 1024, 2, 2));
-  EXPECT_FALSE(topk::filter_fits(262144, 1025, 2, 4));
-  EXPECT_FALSE(topk::filter_fits(262144, 600, 4, 4));  // 1024 < 600 + 512
-  for (int bytes : {2, 4})
-    for (int c : {1, 2})
-      for (int64_t n : {int64_t{65536}, int64_t{151936}, int64_t{262144}})
-        for (int64_t k : {1, 20, 50, 256, 1024}) {
-          const int r = topk::filter_sample_rank(n, k, c, bytes);
-          if (r == 0) continue;
-          const double s = topk::kFilterSamplePieces * 32.0 * (16 / bytes), f = s / static_cast<double>(n);
-          EXPECT_EQ(r, std::max(1, topk::poisson_tail_rank(f * static_cast<double>(k), 1e-5))) << n << " " << k;
-          EXPECT_LE(r, topk::kFilterThreads / 2);
-          EXPECT_LE(1.5 * r / f / c, 0.8 * topk::kFilterCap / c) << n << " " << k;
-        }
-  EXPECT_EQ(topk::filter_sample_rank(2 * 64 * 32 * 4 - 4, 20, 1, 4), 0);  // under two samples
-  EXPECT_EQ(topk::filter_sample_rank(65536, 1024, 1, 2), 0);  // r past half the threads
+// Force codes that no kind answers to, the removed filter kernel's among them, are the router's.
+TEST(TopkRoute, RemovedFilterForcesTakeTheRoutersPlan) {
+  for (auto [dt, rows, n, k] : {std::tuple{DType::kFloat32, 64, 262144, 1024}, std::tuple{DType::kBFloat16, 8, 16384, 50}}) {
+    const std::string routed = plan_name(params(dt, rows, n, k));
+    for (int force : {13, 14, 18, 19, 21, 99, -7}) {
+      flyops::topk_force(force, 2);
+      EXPECT_EQ(plan_name(params(dt, rows, n, k)), routed) << force;
+    }
+    flyops::topk_force(-1, 0);
+  }
 }
 
 // The rows kernel by the router (tuned_table.h, prefer_rows): k >= 24 on rows of up to 512

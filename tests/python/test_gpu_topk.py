@@ -513,10 +513,9 @@ def test_one_warps_staging_overflows_its_share(dtype):
         assert_same_as_stock(-rows[1:], 100, largest=False, sorted=sorted)
 
 
-def filter_rows(n, dtype, gen):
-    """Rows for the filter kernel, on the GPU: random; ascending (every element beats the ones
-    before: the threshold rises on every step; ties where the dtype rounds) and descending
-    (never); masked; coarse values; and the special kinds."""
+def hard_rows(n, dtype, gen):
+    """Random; ascending (every element beats the ones before; ties where the dtype rounds)
+    and descending; masked; coarse values; and the special kinds. On the GPU."""
     ascending = torch.arange(n, dtype=torch.float32).to(dtype)
     masked = torch.full((n,), -float("inf")).to(dtype)
     masked[torch.randint(0, n, (max(n // 50, 1),), generator=gen)] = 1.0
@@ -526,88 +525,19 @@ def filter_rows(n, dtype, gen):
     return torch.stack(rows).cuda()
 
 
-def filter_fits(k, cluster, dtype):
-    """traits.h's filter_fits for whole rows: each CTA's share of the 4096-entry buffer holds 2k,
-    and k with a warp's step (32 lanes of four 16-byte vectors)."""
-    share = 4096 // cluster
-    return share >= 2 * k and share >= k + 32 * 4 * (16 // x_bytes(dtype))
-
-
-FILTER_CLUSTERS = [(1, d) for d in DTYPES] + [(2, d) for d in DTYPES] + [(4, torch.float32)]
-
-
-@pytest.mark.parametrize("cluster,dtype", FILTER_CLUSTERS, ids=str)
-def test_filter_kernel(cluster, dtype):
-    """The one-pass filter kernel (force 18) on rows that raise its threshold rarely (random),
-    on every step (ascending: each element beats the ones before), never (descending), and on
-    ties that only positions break (all-equal, -0.0/+0.0, coarse values, NaNs of both signs,
-    masked rows); k from 1 to the largest that rank 0 holds, rows of one vector a CTA, both
-    directions, sorted or not."""
-    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    torch.ops.flyops._topk_force(18, cluster)
-    vec = 16 // x_bytes(dtype)
-    routed = 0
-    for n, ks in ((vec * cluster, (1, vec * cluster)), (4104, (1, 7, 1024)), (32000, (2, 50, 1000)),
-                  (262144, (20, 1024))):
-        x = filter_rows(n, dtype, gen)
-        for k in ks:
-            if k > n or not filter_fits(k, cluster, dtype):
-                continue
-            name = torch.ops.flyops._route_topk(x, k)
-            assert name == f"flyops_topk_filter<{DNAME[dtype]},c{cluster}>", name
-            routed += 1
-            for largest in (True, False):
-                for sorted in (True, False):
-                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
-    assert routed >= 5
-
-
-def sample_spikes(n, dtype):
-    """One element of every vector of the first sampled piece of each warp (traits.h,
-    screen_piece over kFilterSamplePieces = 64 pieces of 32 vectors, warp w reading pieces w,
-    w + 16, ...): 512 of the 512 threads' sampled maxima."""
-    vec, pieces = 16 // x_bytes(dtype), 64
-    nv = n // vec
-    return torch.tensor([(p * (nv - 32) // (pieces - 1) + lane) * vec for p in range(16) for lane in range(32)])
-
-
-@pytest.mark.parametrize("cluster,dtype", FILTER_CLUSTERS, ids=str)
-def test_filter_kernel_sampled(cluster, dtype):
-    """The filter kernel's sampled start (force 21) on the filter rows, and on rows whose
-    sampled pieces alone hold 512 huge values, so that the sample's threshold leaves fewer
-    than k survivors at k = 1024 (the kernel must notice and stream the row again from t = 0)
-    and all of the answer at small k."""
-    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    torch.ops.flyops._topk_force(21, cluster)
-    for n, ks in ((65536, (1, 50, 250)), (262144, (20, 1024))):  # rows of two samples or more
-        spiked = torch.randn(2, n, generator=gen).to(dtype)
-        spiked[:, sample_spikes(n, dtype)] = 100.0
-        spiked[1] = -spiked[1]  # smallest-first's spikes
-        for x in (filter_rows(n, dtype, gen), spiked.cuda()):
-            for k in ks:
-                if not filter_fits(k, cluster, dtype):
-                    continue
-                name = torch.ops.flyops._route_topk(x, k)
-                assert name.startswith(f"flyops_topk_filter<{DNAME[dtype]},c{cluster},sample"), name
-                for largest in (True, False):
-                    for sorted in (True, False):
-                        assert_same_as_stock(x, k, largest=largest, sorted=sorted)
-
-
-@pytest.mark.parametrize("cluster", [1, 2])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_filter_kernel_segments(cluster, dtype):
-    """The filter kernel in segments of the row (force 19: clusters a row filling the GPU, their
-    k best merged by a second kernel) on one long row and on a few shorter ones of every kind."""
+def test_removed_forces_take_the_router(dtype):
+    """The filter kernel's force codes (18, 19, 21; the kernel was removed) and codes no kind
+    answers to give the router's plan, and stock's results, on rows of every kind."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    torch.ops.flyops._topk_force(19, cluster)
-    for x, ks in ((randn((1 << 22,), dtype), (1, 100, 256)), (filter_rows(1 << 18, dtype, gen), (1, 20, 100))):
-        for k in ks:
-            name = torch.ops.flyops._route_topk(x, k)
-            assert name.startswith(f"flyops_topk_filter<{DNAME[dtype]},c{cluster},seg"), name
-            for largest in (True, False):
-                for sorted in (True, False):
-                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+    for n, k in ((4104, 7), (262144, 1024)):
+        x = hard_rows(n, dtype, gen)
+        routed = torch.ops.flyops._route_topk(x, k)
+        for force in (18, 19, 21, 99):
+            torch.ops.flyops._topk_force(force, 2)
+            assert torch.ops.flyops._route_topk(x, k) == routed, force
+            assert_same_as_stock(x, k)
+        torch.ops.flyops._topk_force(-1, 0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
