@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "seed.h"
 #include "reference/numeric.h"
 #include "reference/rms_norm_ref.h"
 
@@ -34,7 +35,7 @@ TEST(RmsNormReference, HandComputedRow) {
 }
 
 TEST(RmsNormReference, NoWeightIsUnitWeight) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(flyops::tests::seeded(101));
   const int64_t M = 3, N = 17;
   auto x = randn(M * N, rng);
   std::vector<double> ones(N, 1.0), y1(M * N), y2(M * N);
@@ -44,7 +45,7 @@ TEST(RmsNormReference, NoWeightIsUnitWeight) {
 }
 
 TEST(RmsNormReference, ScaleInvariantWithoutEps) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(flyops::tests::seeded(102));
   const int64_t M = 2, N = 33;
   auto x = randn(M * N, rng);
   std::vector<double> x4(x), y(M * N), y4(M * N);
@@ -56,7 +57,7 @@ TEST(RmsNormReference, ScaleInvariantWithoutEps) {
 
 // L(x, w) = sum(dy * y(x, w)); the backward must match central differences of L.
 TEST(RmsNormReference, BackwardMatchesFiniteDifferences) {
-  std::mt19937_64 rng(std::random_device{}());
+  std::mt19937_64 rng(flyops::tests::seeded(103));
   const int64_t M = 3, N = 7;
   const double eps = 1e-3;
   auto x = randn(M * N, rng), w = randn(N, rng), dy = randn(M * N, rng);

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "seed.h"
 #include "flyops/topk.h"
 #include "reference/numeric.h"
 #include "reference/topk_ref.h"
@@ -75,7 +76,7 @@ double to_double(uint32_t b, int kind) {  // kind: 0 fp32, 1 fp16, 2 bf16
 
 template <typename Keys>
 void check_keys_against_reference(int kind) {
-  std::mt19937 g(1234 + kind);
+  std::mt19937 g(flyops::tests::seeded(1234 + kind));
   for (int trial = 0; trial < 200; ++trial) {
     const int n = 1 + static_cast<int>(g() % 300);
     std::vector<uint32_t> raw = special_bits(g, n, Keys::kBits);
@@ -153,7 +154,7 @@ std::vector<uint32_t> bits_of(const std::vector<uint32_t>& raw, const std::vecto
 
 template <typename Keys>
 void check_delegates_against_keys(int kind) {
-  std::mt19937 g(777 + kind);
+  std::mt19937 g(flyops::tests::seeded(777 + kind));
   for (int trial = 0; trial < 300; ++trial) {
     const int group = (16 / (Keys::kBits / 8)) << (2 + trial % 3);  // 4, 8 or 16 vectors
     const int groups = 1 + static_cast<int>(g() % 40);
@@ -215,7 +216,7 @@ TEST(TopkKeys, MatchTheReferenceBf16) { check_keys_against_reference<topk::Bf16K
 // The group kernel's branch-free fp32 key is the same key: every sign and exponent, with
 // edge and random mantissas (zeros, infinities, every NaN class).
 TEST(TopkKeys, BranchFreeFp32KeyIsTheKey) {
-  std::mt19937 g(7);
+  std::mt19937 g(flyops::tests::seeded(7));
   for (uint32_t top = 0; top < 512; ++top) {
     for (uint32_t mant : {0u, 1u, 0x400000u, 0x7fffffu, uint32_t(g()) & 0x7fffffu, uint32_t(g()) & 0x7fffffu}) {
       const uint32_t b = (top << 23) | mant;
@@ -228,7 +229,7 @@ TEST(TopkKeys, BranchFreeFp32KeyIsTheKey) {
 // every bit pattern, and widening keeps their order with NaN on top.
 template <typename Keys>
 void check_key_pairs() {
-  std::mt19937 g(99);
+  std::mt19937 g(flyops::tests::seeded(99));
   for (uint32_t b = 0; b <= 0xffffu; ++b) {
     const uint32_t other = g() & 0xffffu;
     const uint32_t pair = topk::ascending_key_pair<Keys>(b | (other << 16));

@@ -1,9 +1,26 @@
+import os
+import zlib
+
 import pytest
 import torch
+
+# Inputs are fresh each run: torch is seeded per test from this run's seed (in the report
+# header) and the test's id, so FLYOPS_TEST_SEED=<seed> repeats a run's inputs exactly, for
+# one test or all of them.
+RUN_SEED = int(os.environ.get("FLYOPS_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 
 
 def _hopper():
     return torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
+
+
+def pytest_report_header(config):
+    return f"flyops test seed: {RUN_SEED} (FLYOPS_TEST_SEED={RUN_SEED} repeats these inputs)"
+
+
+@pytest.fixture(autouse=True)
+def _seed_per_test(request):
+    torch.manual_seed(RUN_SEED ^ zlib.crc32(request.node.nodeid.encode()))
 
 
 def pytest_configure(config):
