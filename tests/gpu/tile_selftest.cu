@@ -38,6 +38,12 @@ namespace {
 
 
 int g_failed = 0, g_passed = 0;
+
+// Inputs are fresh each run: every generator starts from this run's seed (printed; `--seed S`
+// repeats a run) mixed with a per-test salt, so two tests never share a stream.
+uint32_t g_seed = 0;
+uint32_t seeded(uint32_t salt) { return g_seed ^ (salt * 0x9E3779B9u); }
+
 void report(const char* name, bool ok) {
   std::printf("%-44s %s\n", name, ok ? "ok" : "FAILED");
   (ok ? g_passed : g_failed) += 1;
@@ -208,7 +214,7 @@ struct SmallIntOperands {
 
   SmallIntOperands(size_t na, size_t nb, size_t out_floats, bool fp16, uint32_t seed)
       : af(na), bf(nb), outs(out_floats) {
-    std::mt19937 rng(seed);
+    std::mt19937 rng(seeded(seed));
     std::vector<uint16_t> a(na), b(nb);
     auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
       for (size_t i = 0; i < f.size(); ++i) {
@@ -392,7 +398,7 @@ void test_tma_store() {
 void test_ring() {
   const int rows = 64 * kSteps, cols = 64;
   std::vector<uint16_t> h(rows * cols);
-  std::mt19937 rng(7);
+  std::mt19937 rng(seeded(7));
   double want = 0;
   for (auto& v : h) {
     const float f = static_cast<float>(static_cast<int>(rng() % 9) - 4);
@@ -421,7 +427,7 @@ void test_ring() {
 template <typename T>
 void test_stmatrix(bool fp16) {
   std::vector<float> in(4 * 64);
-  std::mt19937 rng(fp16 ? 21 : 22);
+  std::mt19937 rng(seeded(fp16 ? 21 : 22));
   for (size_t i = 0; i < in.size(); ++i)
     in[i] = (static_cast<float>(rng() % 2001) - 1000.f) / 7.f + (i % 5 == 0 ? 0.5f : 0.f);
   float* din;
@@ -533,7 +539,7 @@ template <typename TA, typename TB, int kN, bool kRS, int kBlockBytes = 128>
 void test_wgmma_block(const char* name) {
   // Small integers in [-4, 4]: exact in every element type, and sums of up to 128 products exact in fp32.
   const int ka = kBlockBytes / static_cast<int>(sizeof(TA)), kb = kBlockBytes / static_cast<int>(sizeof(TB));
-  std::mt19937 rng(static_cast<uint32_t>(kN * 31 + sizeof(TA) * 7 + sizeof(TB) + kRS));
+  std::mt19937 rng(seeded(static_cast<uint32_t>(kN * 31 + sizeof(TA) * 7 + sizeof(TB) + kRS)));
   std::vector<float> af(64 * ka), bf(kN * kb);
   std::vector<uint8_t> ab(64 * kBlockBytes), bb(kN * kBlockBytes);
   for (size_t i = 0; i < af.size(); ++i) put_element<TA>(ab, i, af[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4));
@@ -702,7 +708,7 @@ void test_gemm(const GemmCase& g) {
   const int64_t dsize = (g.d_kind == 0 ? 1 : g.d_kind == 1 ? N : g.d_kind == 2 ? M : M * N) + g.d_offset;
   std::vector<float> af(sa * B), bf(sb * B), df(dsize);
   std::vector<uint16_t> a(af.size()), b(bf.size()), d(df.size());
-  std::mt19937 rng(static_cast<uint32_t>(M * 131 + N * 7 + K + B));
+  std::mt19937 rng(seeded(static_cast<uint32_t>(M * 131 + N * 7 + K + B)));
   auto fill = [&](std::vector<float>& f, std::vector<uint16_t>& h) {
     for (size_t i = 0; i < f.size(); ++i) {
       f[i] = static_cast<float>(static_cast<int>(rng() % 9) - 4);
@@ -826,7 +832,7 @@ __global__ void load_now_kernel(const uint16_t* h, const uint32_t* w, const uint
 
 void test_load_now() {
   constexpr int kN = 64;
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(seeded(1001));
   std::vector<uint16_t> h(kN);
   std::vector<uint32_t> w(kN), q(4 * kN), expect(kN);
   for (auto& v : h) v = static_cast<uint16_t>(rng());
@@ -863,7 +869,7 @@ __global__ void warp_scan_kernel(const uint32_t* in, uint32_t* suffix, uint32_t*
 
 void test_warp_scans() {
   constexpr int kN = 128;  // four warps
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(seeded(1002));
   std::vector<uint32_t> in(kN), suffix(kN), prefix(kN), got_s(kN), got_p(kN);
   for (auto& v : in) v = rng() % 100000;
   for (int w = 0; w < kN; w += 32) {
@@ -900,7 +906,7 @@ __global__ void warp_totals_kernel(const uint32_t* totals, uint32_t* before, uin
 
 void test_warp_totals() {
   constexpr int kN = 512;
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(seeded(1003));
   std::vector<uint32_t> totals(16), before(kN), after(kN), got_b(kN), got_a(kN);
   for (auto& v : totals) v = rng() % 100000;
   for (int t = 0; t < kN; ++t) {
@@ -973,7 +979,7 @@ std::vector<uint32_t> run_exchange(void (*kernel)(const uint32_t*, uint32_t*), c
 
 void test_cluster_handoff() {
   constexpr int kCtas = kExchangeCtas, kThreads = kExchangeThreads;
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(seeded(1004));
   std::vector<uint32_t> values(kHandoffRounds * kCtas), expect(kHandoffRounds * kCtas * kThreads);
   for (auto& v : values) v = rng();
   for (int r = 0; r < kHandoffRounds; ++r)
@@ -1027,7 +1033,7 @@ __global__ void async_exchange_kernel(const uint32_t* values, uint32_t* seen) {
 
 void test_cluster_async_exchange() {
   constexpr int kCtas = kExchangeCtas;
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(seeded(1005));
   std::vector<uint32_t> values(kHandoffRounds * kCtas * kAsyncWords), expect(values.size());
   for (auto& v : values) v = rng() >> 4;  // sums of four stay below 2^32
   for (int r = 0; r < kHandoffRounds; ++r)
@@ -1143,6 +1149,62 @@ void test_named_barrier() {
   cudaFree(bad);
 }
 
+// ---- setmaxnreg: the producer warpgroup gives registers back (40), the two consumers take
+// them (232), as the GEMM's roles do; values live across the change survive it, and the work
+// after it is right. The increase waits for registers the CTA does not hold, so the launch's
+// allocation is checked first: a kernel below it would hang, not fail. ----------------------
+__global__ void __launch_bounds__(384, 1) regs_realloc_kernel(const uint32_t* in, uint32_t* out) {
+  const int t = static_cast<int>(threadIdx.x);
+  const uint32_t keep = in[t];
+  if (t / 128 == 0) {
+    regs_decrease<40>();
+    out[t] = keep * 3u + 1u;
+  } else {
+    regs_increase<232>();
+    uint32_t r[48];
+#pragma unroll
+    for (int i = 0; i < 48; ++i) r[i] = keep * (2u * i + 1u) + in[(t + i) % 384];
+    uint32_t acc = 0;
+#pragma unroll
+    for (int i = 0; i < 48; ++i) acc = acc * 31u + (r[i] ^ r[47 - i]);
+    out[t] = acc;
+  }
+}
+
+void test_regs_realloc() {
+  cudaFuncAttributes attr{};
+  CHECK_CUDA(cudaFuncGetAttributes(&attr, regs_realloc_kernel));
+  if (attr.numRegs * 384 < 40 * 128 + 232 * 2 * 128) {
+    std::printf("setmaxnreg: the launch holds %d registers a thread, too few for 40 + 2 x 232\n", attr.numRegs);
+    report("setmaxnreg 40 / 232 / 232 across warpgroups", false);
+    return;
+  }
+  std::mt19937 rng(seeded(1006));
+  std::vector<uint32_t> in(384), want(384), got(384, 0);
+  for (auto& v : in) v = rng();
+  for (int t = 0; t < 384; ++t) {
+    if (t < 128) {
+      want[t] = in[t] * 3u + 1u;
+      continue;
+    }
+    uint32_t r[48], acc = 0;
+    for (int i = 0; i < 48; ++i) r[i] = in[t] * (2u * i + 1u) + in[(t + i) % 384];
+    for (int i = 0; i < 48; ++i) acc = acc * 31u + (r[i] ^ r[47 - i]);
+    want[t] = acc;
+  }
+  uint32_t *din, *dout;
+  CHECK_CUDA(cudaMalloc(&din, 384 * 4));
+  CHECK_CUDA(cudaMalloc(&dout, 384 * 4));
+  CHECK_CUDA(cudaMemcpy(din, in.data(), 384 * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(dout, 0xff, 384 * 4));
+  regs_realloc_kernel<<<1, 384>>>(din, dout);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK_CUDA(cudaMemcpy(got.data(), dout, 384 * 4, cudaMemcpyDeviceToHost));
+  report("setmaxnreg 40 / 232 / 232 across warpgroups", got == want);
+  cudaFree(din);
+  cudaFree(dout);
+}
+
 // ---- turns between CTAs: each waits (acquire) for its index, appends, releases the next ----
 __global__ void turns_kernel(int* counter, int* order, int* data) {
   if (threadIdx.x != 0) return;
@@ -1220,7 +1282,11 @@ void test_release_count() {
   cudaFree(sum);
 }
 
-int main() {
+int main(int argc, char** argv) {
+  g_seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+  std::printf("flyops_tile_selftest seed=%u (--seed %u repeats this run)\n", g_seed, g_seed);
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
     std::printf("tile selftest: needs an sm_90 GPU\n");
@@ -1234,6 +1300,7 @@ int main() {
   test_cluster_handoff();
   test_cluster_async_exchange();
   test_named_barrier();
+  test_regs_realloc();
   test_bulk_reduce();
   test_red_add();
   test_align_1024();
