@@ -111,7 +111,7 @@ def randn(shape, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("k", [1, 20, 50, 1024])
 @pytest.mark.parametrize("N", [32000, 128256, 151936, 262144])
-@pytest.mark.parametrize("rows", [1, 64])
+@pytest.mark.parametrize("rows", [1, 64, pytest.param(256, marks=pytest.mark.large)])
 def test_sampling_shapes(rows, N, k, dtype):
     assert_same_as_stock(randn((rows, N), dtype), k)
 
@@ -119,7 +119,7 @@ def test_sampling_shapes(rows, N, k, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("k", [1, 2, 6, 8])
 @pytest.mark.parametrize("N", [8, 64, 128, 256])
-@pytest.mark.parametrize("rows", [1, 4096, 65536])
+@pytest.mark.parametrize("rows", [1, 4096, 16384, 65536])
 def test_routing_shapes(rows, N, k, dtype):
     assert_same_as_stock(randn((rows, N), dtype), k)
 
@@ -864,6 +864,78 @@ def test_out_variant():
     # Wrong out dtype: stock's error.
     with pytest.raises(RuntimeError):
         torch.topk(x, 50, out=(torch.empty(0, device="cuda"), i))
+
+
+def run_out(x, k, make_outs, ours):
+    """topk(x, k, out=make_outs()) by stock and by the router: where it went, the outputs'
+    shapes, strides and storage, the warnings and the error, all as stock's; values by
+    check_result. Returns where the call went."""
+    import warnings
+
+    def call(disabled):
+        v, i = make_outs()
+        ptrs = (v.data_ptr(), i.data_ptr())
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                if disabled:
+                    with flyops.disabled():
+                        torch.topk(x, k, out=(v, i))
+                else:
+                    torch.topk(x, k, out=(v, i))
+                err = None
+            except RuntimeError as e:
+                err = str(e)
+        return v, i, ptrs, [str(m.message) for m in w], err
+
+    sv, si, sptrs, swarn, serr = call(True)
+    before = routed_calls()
+    ov, oi, optrs, owarn, oerr = call(False)
+    torch.cuda.synchronize()
+    went = "flyops" if routed_calls() > before else "stock"
+    assert went == ours, f"routed to {went}, expected {ours}"
+    assert oerr == serr and owarn == swarn, (oerr, serr, owarn, swarn)
+    if serr is None:
+        assert ov.shape == sv.shape and ov.stride() == sv.stride() and oi.stride() == si.stride()
+        assert (optrs[0] == ov.data_ptr()) == (sptrs[0] == sv.data_ptr()), "values reallocated unlike stock"
+        assert (optrs[1] == oi.data_ptr()) == (sptrs[1] == si.data_ptr()), "indices reallocated unlike stock"
+        check_result(x, k, -1, True, sv, ov, oi, ours=went == "flyops")
+    return went
+
+
+def test_out_forms_behave_as_stock():
+    """out= as PyTorch allows it: right size (written in place), a wrong size (resized, with
+    stock's warning), strided or aliasing the input (stock's), wrong dtypes (stock's error)."""
+    x = randn((64, 32000), torch.float32)
+    k = 50
+    cuda = dict(device="cuda")
+    nan = lambda shape, dt=torch.float32: torch.full(shape, float("nan"), dtype=dt, **cuda)
+    idx = lambda shape: torch.full(shape, -7, dtype=torch.int64, **cuda)
+    assert run_out(x, k, lambda: (nan((64, k)), idx((64, k))), "flyops") == "flyops"
+    run_out(x, k, lambda: (nan((3, 5)), idx((7,))), "flyops")  # resized, with stock's warning
+    run_out(x, k, lambda: (nan((k, 64)).t(), idx((64, k))), "stock")  # a column-major values
+    run_out(x, k, lambda: (nan((64, 2 * k))[:, ::2], idx((64, k))), "stock")  # strided
+    run_out(x, k, lambda: (nan((64, k)), idx((k, 64)).t()), "stock")
+    run_out(x, k, lambda: (nan((64, k), torch.bfloat16), idx((64, k))), "stock")  # stock's error
+    run_out(x, k, lambda: (nan((64, k)), idx((64, k)).int()), "stock")
+    # Values written over the input itself (contiguous, so only the alias sends it away):
+    # stock's call, and its error if it raises one; what it writes there is its own affair.
+    errors = []
+    for disabled in (True, False):
+        y = x.clone()
+        before = routed_calls()
+        try:
+            if disabled:
+                with flyops.disabled():
+                    torch.topk(y, k, out=(y.view(-1)[:64 * k].view(64, k), idx((64, k))))
+            else:
+                torch.topk(y, k, out=(y.view(-1)[:64 * k].view(64, k), idx((64, k))))
+            errors.append(None)
+        except RuntimeError as e:
+            errors.append(str(e))
+        torch.cuda.synchronize()
+        assert routed_calls() == before
+    assert errors[0] == errors[1], errors
 
 
 def test_autograd_matches_stock():
