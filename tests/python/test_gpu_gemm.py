@@ -15,6 +15,7 @@ TMA can describe went to flyops and one it cannot went to stock. Outputs are poi
 with NaN beforehand (out= tensors prefilled, fresh outputs through the caching
 allocator); inputs are random on every run and never all zeros."""
 
+import contextlib
 import re
 
 import pytest
@@ -330,13 +331,15 @@ def test_bmm_exact(shape, dtype, layout):
 
 @pytest.mark.large
 @pytest.mark.usefixtures("ours")
-def test_large_exact():
-    """3000 x 5000 x 7000, bf16, x @ W.t(): many tiles, odd edges, a long K (sums to ~1e5)."""
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_large_exact(dtype, layout):
+    """3000 x 5000 x 7000 on every layout: many tiles, odd edges, a long K (sums to ~1e5)."""
     M, N, K = 3000, 5000, 7000
-    a, b = operands(M, N, K, torch.bfloat16, "nt")
+    a, b = operands(M, N, K, dtype, layout)
     want = ref64(a, b)
-    poison((M, N), torch.bfloat16)
-    out, where = run_exact(lambda: a @ b, a, b, want, "3000x5000x7000")
+    poison((M, N), dtype)
+    out, where = run_exact(lambda: a @ b, a, b, want, f"3000x5000x7000 {layout}")
     assert where == "flyops"
 
 
@@ -651,6 +654,103 @@ def test_torch_compile_fullgraph_reaches_flyops():
     with flyops.disabled("gemm"):
         want = (x.double() @ w.double() + x.double() @ w2.double().t() + bias.double())
     assert_same_bits(out, want.to(torch.bfloat16), "compiled vs float64")
+
+
+@pytest.mark.usefixtures("ours")
+def test_torch_compile_linear_backward_reaches_flyops():
+    """nn.Linear forward and backward compiled: AOTAutograd's backward graph calls mm for dX
+    and dW. Values in [-1, 1] with every reduction at most 128 long keep each sum an integer
+    bf16 holds exactly, so the outputs and gradients equal the float64 ones bit for bit."""
+    bf = torch.bfloat16
+    lin = torch.nn.Linear(64, 128, device="cuda", dtype=bf)
+    with torch.no_grad():
+        lin.weight.copy_(ints((128, 64), bf, -1, 1))
+        lin.bias.copy_(ints((128,), bf, -1, 1))
+    x = ints((96, 64), bf, -1, 1).requires_grad_()
+    dy = ints((96, 128), bf, -1, 1)
+    compiled = torch.compile(lin, fullgraph=True)
+    f0, s0 = counts()
+    y = compiled(x)
+    torch.cuda.synchronize()
+    f1, s1 = counts()
+    y.backward(dy)
+    torch.cuda.synchronize()
+    f2, s2 = counts()
+    assert f1 - f0 >= 1 and f2 - f1 >= 2 and s2 == s0, (f1 - f0, f2 - f1, s2 - s0)
+    xd, wd, gd = x.detach().double(), lin.weight.detach().double(), dy.double()
+    with flyops.disabled("gemm"):
+        want = {"y": xd @ wd.t() + lin.bias.detach().double(), "dx": gd @ wd, "dw": gd.t() @ xd}
+    assert_same_bits(y.detach(), want["y"].to(bf), "compiled forward")
+    assert_same_bits(x.grad, want["dx"].to(bf), "compiled dX")
+    assert_same_bits(lin.weight.grad, want["dw"].to(bf), "compiled dW")
+    assert_same_bits(lin.bias.grad, gd.sum(0).to(bf), "compiled db")
+
+
+@pytest.mark.usefixtures("ours")
+@pytest.mark.parametrize("backends", ["ATEN", pytest.param("ATEN,TRITON", marks=pytest.mark.large)])
+def test_max_autotune_takes_flyops_as_the_aten_choice(backends):
+    """Under max-autotune Inductor times its GEMM choices; the aten choice is the mm call our
+    override takes, so flyops runs whichever wins (with ATEN alone, in the graph itself). The
+    caches are off so that the choices are timed on every run; K = 256 of values in [-1, 1]
+    keeps the result exact whoever computes it."""
+    import torch._inductor.config as inductor_config
+
+    bf = torch.bfloat16
+    x, w = ints((256, 256), bf, -1, 1), ints((256, 384), bf, -1, 1)
+    torch._dynamo.reset()
+    with inductor_config.patch(max_autotune=True, max_autotune_gemm_backends=backends, force_disable_caches=True):
+        compiled = torch.compile(lambda x, w: x @ w, fullgraph=True)
+        f0, _ = counts()
+        out = compiled(x, w)
+        torch.cuda.synchronize()
+        f1, _ = counts()
+    torch._dynamo.reset()
+    assert f1 > f0, "the aten choice never reached flyops"
+    assert_same_bits(out, ref64(x, w).to(bf), f"max-autotune ({backends}) vs float64")
+
+
+@pytest.mark.usefixtures("ours")
+def test_out_resized_like_stock():
+    """out= of another size is resized by stock's rule (a warning where it held elements,
+    none where it was empty; its storage kept where it is large enough) and then written by
+    the kernel; an out= of another dtype raises stock's error."""
+    import warnings
+
+    bf = torch.bfloat16
+    a, b = operands(113, 264, 64, bf, "nt")
+    bias = ints((264,), bf)
+    prod = ref64(a, b)
+    calls = {"mm.out": (lambda o: torch.mm(a, b, out=o), prod),
+             "addmm.out": (lambda o: torch.addmm(bias, a, b, out=o), bias.double() + prod)}
+    for name, (fn, want) in calls.items():
+        for start in ((0,), (3, 5), (113 * 264 + 8,)):
+            def run(disabled):
+                o = nan_full(start, bf)
+                ptr = o.data_ptr()
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    if disabled:
+                        with flyops.disabled("gemm"):
+                            r, where = fn(o), "stock"
+                    else:
+                        r, where = went(lambda: fn(o))
+                return o, r, ptr == o.data_ptr(), [str(m.message) for m in caught], where
+            so, _, s_kept, s_warn, _ = run(True)
+            oo, r, o_kept, o_warn, where = run(False)
+            what = f"{name} from {start}"
+            assert where == "flyops", what
+            assert r.data_ptr() == oo.data_ptr() and oo.shape == so.shape and oo.stride() == so.stride(), what
+            assert o_kept == s_kept and o_warn == s_warn, (what, o_warn, s_warn)
+            check_exact(oo, want, where, None, what)
+        errors = []
+        for disabled in (True, False):
+            try:
+                with flyops.disabled("gemm") if disabled else contextlib.nullcontext():
+                    fn(nan_full((113, 264), torch.float32))
+                errors.append(None)
+            except RuntimeError as e:
+                errors.append(str(e))
+        assert errors[0] is not None and errors[0] == errors[1], (name, errors)
 
 
 @pytest.mark.usefixtures("ours")
