@@ -681,7 +681,7 @@ struct GemmCase {
   int64_t batch = 1, pad = 0;
   float alpha = 1.f, beta = 0.f;
   int d_kind = 0;  // 0: none, 1: bias (N), 2: column (M, 1), 3: full (M, N)
-  int cluster = 0;  // 0: the launcher's choice (pairs when M > 128)
+  int cluster = 0;  // 0: the launcher's choice (single CTAs); 2: pairs with multicast where M > 128
   bool odd_ldc = false;  // C's rows 2 * (N + 3) bytes apart: no TMA store, the lanes copy C out
   bool wide = false;     // the wide kernel even where the decode path applies
   int kparts = 0;        // the decode path's K parts (0: the launcher's choice)
