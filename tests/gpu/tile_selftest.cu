@@ -1,7 +1,8 @@
 // GPU unit tests of the tile layer's TMA, ring, wgmma, bulk-reduction, named-barrier and
 // acquire/release pieces: each a tiny kernel whose
 // result is checked against what the CPU computes from the same inputs. Exit code 0 when
-// all pass. Runs on sm_90a (scripts/gpu-check); small enough for compute-sanitizer.
+// all pass. Runs on sm_90a (scripts/gpu-check); small enough for compute-sanitizer's memcheck;
+// `--race` runs only a GEMM set for racecheck and synccheck; `--seed S` repeats a run's inputs.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -1282,15 +1283,44 @@ void test_release_count() {
   cudaFree(sum);
 }
 
+// For racecheck and synccheck (`--race`): one small call of each GEMM kernel form (wide
+// single CTAs and pairs, the staged and the lanes' epilogue, split-K, decode with cluster
+// parts, narrow), on a K-major and an MN-major layout. The cluster hand-off test stays out:
+// racecheck stopped on an internal sanitizer error there (docs/perf-notes.md, GEMM v17).
+void gemm_race_set() {
+  for (int layout : {3, 0}) {
+    const bool ak = layout & 2, bk = layout & 1;
+    test_gemm({129, 257, 520, ak, bk});
+    test_gemm({136, 264, 72, ak, bk, false, 1, 0, 1.f, 1.f, 1});
+    test_gemm({520, 700, 136, ak, bk, false, 1, 0, 1.f, 0.f, 0, 2});
+    test_gemm({129, 257, 520, ak, bk, false, 1, 0, 1.f, 1.f, 1, 0, true});
+    test_gemm({150, 500, 1000, ak, bk, true, 1, 0, 1.f, 0.f, 0, 0, false, false, 0, 0, 4});
+    test_gemm({33, 500, 192, ak, bk, true});
+    test_gemm({5, 300, 600, ak, bk, false, 1, 0, 1.f, 0.f, 0, 0, false, false, 2});
+  }
+  GemmCase narrow{9, 203, 1000, true, true, true};
+  narrow.gemv_runs = 2;
+  narrow.path = 3;
+  test_gemm(narrow);
+}
+
 int main(int argc, char** argv) {
   g_seed = std::random_device{}();
-  for (int i = 1; i < argc; ++i)
+  bool race = false;
+  for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seed") && i + 1 < argc) g_seed = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
+    if (!std::strcmp(argv[i], "--race")) race = true;
+  }
   std::printf("flyops_tile_selftest seed=%u (--seed %u repeats this run)\n", g_seed, g_seed);
   int dev = 0, major = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9) {
     std::printf("tile selftest: needs an sm_90 GPU\n");
     return 1;
+  }
+  if (race) {
+    gemm_race_set();
+    std::printf("tile selftest (race set): %d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
   }
   test_gemm_fresh_thread();  // first, before this program's other threads matter
   test_tma_map_cache();
