@@ -25,7 +25,10 @@ GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   if (force == 2) return GemmPlan{false, "forced to stock (_gemm_force)"};
   const Support s = gemm_supports(p, dev);
   if (!s.ok) return GemmPlan{false, s.reason};
-  if (force == 1 || gemm::measured_faster(p)) return GemmPlan{true, ""};
+  if (force == 1) return GemmPlan{true, ""};
+  if (const gemm::MeasuredShape* m = gemm::find_measured(p, gemm::kMeasuredShapes))
+    return m->flyops ? GemmPlan{true, ""} : GemmPlan{false, "stock measured faster on this shape (gemm/measured_shapes.inc)"};
+  if (gemm::measured_faster(p)) return GemmPlan{true, ""};
   return GemmPlan{false, "stock measured faster on this shape class (gemm/tuned_table.h)"};
 }
 

@@ -2,12 +2,14 @@
 // tests/gpu/tile_selftest.cu).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <set>
 #include <string>
 #include <tuple>
 
 #include "flyops/gemm.h"
 #include "gemm/scheduler.h"
+#include "gemm/tuned_table.h"
 
 using namespace flyops;
 
@@ -25,6 +27,11 @@ GemmParams params(int64_t M, int64_t N, int64_t K) {
 }
 
 const DeviceInfo kH200 = fake_device_info(9, 0, 132);
+
+// The class rules alone: what the router answers for a shape the per-shape table lacks.
+bool by_class(const GemmParams& p, const DeviceInfo& dev = kH200) {
+  return gemm_supports(p, dev).ok && gemm::measured_faster(p);
+}
 
 std::string why(const GemmParams& p, const DeviceInfo& dev = kH200) {
   const Support s = gemm_supports(p, dev);
@@ -80,54 +87,89 @@ TEST(GemmSupports, LayoutsAndBatches) {
   EXPECT_EQ(why(batched), "C batch entries overlap");
 }
 
-// The persistent order visits every tile of every batch entry exactly once (with clusters:
-// each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
-// numbers) stay inside a band of group_rows tile rows (the default and the tuning hook's).
-// The router's measured table (src/gemm/tuned_table.h): flyops where C's rows are not
-// 16-byte aligned and N >= 1000, with K >= 768 or (K >= 64 and at least 256 tiles), stock
-// elsewhere, and never without the kernel's support.
+// The router's class rules (src/gemm/tuned_table.h, for shapes the generated per-shape table
+// lacks): flyops where C's rows are not 16-byte aligned and N >= 1000, with K >= 768 or (K >=
+// 64 and at least 256 tiles), stock elsewhere, and never without the kernel's support.
 TEST(GemmRouter, TableClasses) {
   ASSERT_EQ(gemm_forced(), 0);
-  EXPECT_TRUE(gemm_choose(params(4096, 50257, 768), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(params(1, 50257, 768), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(params(2048, 1001, 4096), kH200).flyops);
-  const GemmPlan small = gemm_choose(params(113, 203, 4096), kH200);
+  EXPECT_TRUE(by_class(params(4096, 50257, 768)));
+  EXPECT_TRUE(by_class(params(1, 50257, 768)));
+  EXPECT_TRUE(by_class(params(2048, 1001, 4096)));
+  EXPECT_FALSE(by_class(params(113, 203, 4096)));
+  const GemmPlan small = gemm_choose(params(113, 203, 4000), kH200);  // a shape no tune run measures
   EXPECT_FALSE(small.flyops);
   EXPECT_NE(std::string(small.reason).find("tuned_table"), std::string::npos);
-  EXPECT_FALSE(gemm_choose(params(4096, 4096, 4096), kH200).flyops);
+  EXPECT_FALSE(by_class(params(4096, 4096, 4096)));
   GemmParams padded = params(4096, 4095, 4096);  // an out= with aligned rows: not the class
   padded.ldc = 4096;
-  EXPECT_FALSE(gemm_choose(padded, kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(4096, 50257, 768), fake_device_info(8, 0, 108)).flyops);
-  EXPECT_FALSE(gemm_choose(params(4097, 4097, 4097), kH200).flyops);  // K = 4097: TMA cannot
+  EXPECT_FALSE(by_class(padded));
+  EXPECT_FALSE(by_class(params(4096, 50257, 768), fake_device_info(8, 0, 108)));
+  EXPECT_FALSE(by_class(params(4097, 4097, 4097)));  // K = 4097: TMA cannot
   auto batched = [](int64_t M, int64_t N, int64_t K, int64_t batch = 8) {
     GemmParams p = params(M, N, K);
     p.batch = batch;
     p.a.batch_stride = M * K, p.b.batch_stride = N * K, p.batch_stride_c = M * N;
     return p;
   };
-  EXPECT_TRUE(gemm_choose(batched(2048, 4095, 4096), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(batched(1001, 1001, 128), kH200).flyops);      // short K, 256 tiles
-  EXPECT_TRUE(gemm_choose(batched(512, 1001, 64, 16), kH200).flyops);    // 256 tiles
-  EXPECT_FALSE(gemm_choose(batched(1001, 1001, 128, 4), kH200).flyops);  // 128 tiles: stock
-  EXPECT_FALSE(gemm_choose(batched(512, 1001, 32, 64), kH200).flyops);   // K < 64: stock
-  EXPECT_FALSE(gemm_choose(params(1001, 1001, 128), kH200).flyops);      // one call, 32 tiles
+  EXPECT_TRUE(by_class(batched(2048, 4095, 4096)));
+  EXPECT_TRUE(by_class(batched(1001, 1001, 128)));      // short K, 256 tiles
+  EXPECT_TRUE(by_class(batched(512, 1001, 64, 16)));    // 256 tiles
+  EXPECT_FALSE(by_class(batched(1001, 1001, 128, 4)));  // 128 tiles: stock
+  EXPECT_FALSE(by_class(batched(512, 1001, 32, 64)));   // K < 64: stock
+  EXPECT_FALSE(by_class(params(1001, 1001, 128)));      // one call, 32 tiles
   // Decode-sized weights on the narrow kernel: 2^24-2^26 elements up to 8 rows of A, 2^24
   // at 9-16; both operands K-major, one batch entry, K % 8 == 0.
-  EXPECT_TRUE(gemm_choose(params(1, 4096, 4096), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(params(8, 4096, 14336), kH200).flyops);
-  EXPECT_TRUE(gemm_choose(params(16, 4096, 4096), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(16, 6144, 4096), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(16, 14336, 4096), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(1, 28672, 8192), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(17, 4096, 4096), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(1, 1024, 1024), kH200).flyops);
-  EXPECT_FALSE(gemm_choose(params(1, 32768, 1024), kH200).flyops);  // K < 4096: not measured (decode kernel)
-  EXPECT_FALSE(gemm_choose(params(8, 8192, 2048), kH200).flyops);   // nor on the narrow kernel
-  EXPECT_FALSE(gemm_choose(batched(1, 4096, 4096, 2), kH200).flyops);
+  EXPECT_TRUE(by_class(params(1, 4096, 4096)));
+  EXPECT_TRUE(by_class(params(8, 4096, 14336)));
+  EXPECT_TRUE(by_class(params(16, 4096, 4096)));
+  EXPECT_FALSE(by_class(params(16, 6144, 4096)));
+  EXPECT_FALSE(by_class(params(16, 14336, 4096)));
+  EXPECT_FALSE(by_class(params(1, 28672, 8192)));
+  EXPECT_FALSE(by_class(params(17, 4096, 4096)));
+  EXPECT_FALSE(by_class(params(1, 1024, 1024)));
+  EXPECT_FALSE(by_class(params(1, 32768, 1024)));  // K < 4096: not measured (decode kernel)
+  EXPECT_FALSE(by_class(params(8, 8192, 2048)));   // nor on the narrow kernel
+  EXPECT_FALSE(by_class(batched(1, 4096, 4096, 2)));
   GemmParams n_major = params(1, 4096, 4096);
   n_major.b = {g_buf + 256, 4096, false};
-  EXPECT_FALSE(gemm_choose(n_major, kH200).flyops);
+  EXPECT_FALSE(by_class(n_major));
+}
+
+// The per-shape table (src/gemm/measured_shapes.inc, generated): a lookup matches the call's
+// whole key, C's alignment class included; every entry routed to flyops measured faster than
+// stock, and the router answers each measured shape as its entry says.
+TEST(GemmRouter, MeasuredShapes) {
+  using gemm::MeasuredShape;
+  const std::array<MeasuredShape, 3> table{{
+      {4096, 4095, 4096, 1, true, true, DType::kBFloat16, true, 1.5f},
+      {16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0.97f},
+      {16, 6144, 4096, 1, true, false, DType::kBFloat16, true, 1.1f},
+  }};
+  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4096), table), &table[0]);
+  EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), table), &table[1]);
+  GemmParams n_major = params(16, 6144, 4096);
+  n_major.b = {g_buf + 256, 6144, false};
+  EXPECT_EQ(gemm::find_measured(n_major, table), &table[2]);
+  GemmParams fp16 = params(16, 6144, 4096);
+  fp16.dtype = DType::kFloat16;
+  EXPECT_EQ(gemm::find_measured(fp16, table), nullptr);
+  GemmParams batched = params(16, 6144, 4096);
+  batched.batch = 2;
+  EXPECT_EQ(gemm::find_measured(batched, table), nullptr);
+  GemmParams padded = params(4096, 4095, 4096);  // an out= with aligned rows: not what ran
+  padded.ldc = 4096;
+  EXPECT_EQ(gemm::find_measured(padded, table), nullptr);
+  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4104), table), nullptr);
+  for (const MeasuredShape& m : gemm::kMeasuredShapes) {
+    if (m.flyops) EXPECT_GE(m.worst_speedup, 1.0f) << m.M << "x" << m.N << "x" << m.K;
+    GemmParams p = params(m.M, m.N, m.K);
+    p.dtype = m.dtype, p.batch = m.batch;
+    p.a.k_major = m.a_k_major;
+    p.a.ld = m.a_k_major ? m.K : m.M;
+    p.b = {g_buf + 256, m.b_k_major ? m.K : m.N, m.b_k_major};
+    p.a.batch_stride = m.M * m.K, p.b.batch_stride = m.N * m.K, p.batch_stride_c = m.M * m.N;
+    if (gemm_supports(p, kH200).ok) EXPECT_EQ(gemm_choose(p, kH200).flyops, m.flyops) << m.M << "x" << m.N << "x" << m.K;
+  }
 }
 
 // The narrow kernel's reach and its K runs per 16 rows of B (src/gemm/gemv.cuh): the most
@@ -194,6 +236,9 @@ TEST(GemmSplitK, PartsWorkspaceAndName) {
   EXPECT_EQ(std::string(gemm_kernel_name(p, kH200)), "flyops_gemm_splitk<bf16,A:k-major,B:k-major,kparts8>");
 }
 
+// The persistent order visits every tile of every batch entry exactly once (with clusters:
+// each cluster tile's ranks cover its rows), and the tiles of one wave (consecutive
+// numbers) stay inside a band of group_rows tile rows (the default and the tuning hook's).
 TEST(GemmScheduler, CoversEveryTileOnceInBands) {
   for (int g : {gemm::kGroupRows, 2, 16})
   for (int cluster : {1, 2})

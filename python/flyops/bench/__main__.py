@@ -1,4 +1,4 @@
-"""python -m flyops.bench --op rms_norm|topk|gemm|attention|all [--out DIR] [--quick] [--tune [--passes P,..]] [--no-plot]
+"""python -m flyops.bench --op rms_norm|topk|gemm|attention|all [--out DIR] [--quick] [--tune [--passes P,..]] [--flush write|read] [--no-plot]
 
 Measures flyops against stock PyTorch in one process on this GPU and writes
 <out>/<op>.json (default bench/results/<gpu>/) with a PNG plot, then prints a table.
@@ -19,6 +19,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--tune", action="store_true", help="sweep kernel shapes instead")
     ap.add_argument("--passes", default=None, help="gemm --tune: only these passes (comma-separated)")
+    ap.add_argument("--flush", default="write", choices=["write", "read"],
+                    help="how the L2 is flushed before each timed call: a 256 MiB write (default, the anchors' "
+                         "method) or read (leaves clean lines; gemm --tune runs under both for its table)")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
 
@@ -36,15 +39,15 @@ def main(argv=None):
               "flyops routes every call to stock there, so flyops and stock would be the same.")
         return 0
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
-    timer = common.Timer(reps=20 if args.quick else 50, warmup=5 if args.quick else 10)
+    timer = common.Timer(reps=20 if args.quick else 50, warmup=5 if args.quick else 10, flush=args.flush)
     out_dir = common.results_dir(args.out)
     if args.tune:
         mod = {"topk": topk, "gemm": gemm}.get(args.op, rms_norm)
         rows = mod.tune(timer, passes=args.passes.split(",")) if args.passes and mod is gemm else mod.tune(timer)
-        stem = f"{mod.__name__.rsplit('.', 1)[1]}_tune"
-        path = common.write({"op": stem[:-5], "device": torch.cuda.get_device_name(),
-                             "torch": torch.__version__, "commit": common.git_commit(),
-                             "method": timer.method(), "rows": rows}, out_dir, stem)
+        stem = f"{mod.__name__.rsplit('.', 1)[1]}_tune" + ("" if args.flush == "write" else f"_{args.flush}")
+        head = common.header(stem.split("_tune")[0], timer)
+        del head["cases"]
+        path = common.write({**head, "flush": args.flush, "rows": rows}, out_dir, stem)
         print(f"wrote {path}")
         return 0
     ops = ["rms_norm", "topk", "gemm", "attention"] if args.op == "all" else [args.op]

@@ -19,8 +19,12 @@ import torch
 import flyops
 
 L2_FLUSH_BYTES = 256 << 20
-METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed (256 MiB write) before "
+METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed ({flush}) before "
           "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them")
+# The L2 flushes: "write" (the anchors' method and the benchmark's) leaves the L2 full of
+# dirty lines that are written back while the timed call reads; "read" leaves clean lines,
+# as a model's step finds them once the other layers' weights have passed through.
+FLUSHES = {"write": "256 MiB write", "read": "256 MiB read"}
 # Even, so that each side goes first equally often: a compute-bound burst heats the GPU and
 # lowers its clocks for whatever runs right after (an identical GEMM kernel measured 12%
 # apart by its place in a round on the H200; docs/perf-notes.md, GEMM).
@@ -28,13 +32,16 @@ ROUNDS = 4
 
 
 class Timer:
-    def __init__(self, reps=50, warmup=10):
+    def __init__(self, reps=50, warmup=10, flush="write"):
+        if flush not in FLUSHES:
+            raise ValueError(f"flush must be one of {sorted(FLUSHES)}, not {flush!r}")
         self.reps = reps
         self.warmup = warmup
+        self.flush = flush
         self._flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
 
     def method(self):
-        return METHOD.format(reps=self.reps, warmup=self.warmup, rounds=ROUNDS,
+        return METHOD.format(reps=self.reps, warmup=self.warmup, rounds=ROUNDS, flush=FLUSHES[self.flush],
                              per_round=-(-self.reps // ROUNDS))
 
     def samples(self, fn, reps=None, warmup=None):
@@ -53,8 +60,12 @@ class Timer:
 
     def flush_l2(self):
         """Evicts the L2 before a timed call: a 256 MiB write (the anchors' method; it leaves
-        the L2 full of dirty lines, scripts/flush-ab.py measures what that costs)."""
-        self._flush.zero_()
+        the L2 full of dirty lines, scripts/flush-ab.py measures what that costs) or, with
+        flush="read", a sum over the same bytes (clean lines)."""
+        if self.flush == "read":
+            self._sink = self._flush.view(torch.int64).sum()
+        else:
+            self._flush.zero_()
 
     def device_ms(self, fn):
         return statistics.median(self.samples(fn))
