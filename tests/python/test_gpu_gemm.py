@@ -435,6 +435,18 @@ def test_size_one_dims_either_route_exact():
             run_exact(lambda: torch.mm(a, b), a, b, want, f"{M}x{N}x{K} {layout}")
 
 
+def test_one_by_one_goes_to_stock_through_the_router():
+    """Unforced, 1x1x1 is stock's (the contract's example; no measured class holds it), with
+    the reason in the log and stock's bits."""
+    a, b = ints((1, 1), torch.bfloat16), ints((1, 1), torch.bfloat16)
+    r = torch.ops.flyops._route_gemm(a, b)
+    assert r.startswith("stock (") and r.endswith(")"), r
+    out, where = went(lambda: torch.mm(a, b))
+    assert where == "stock"
+    assert r[len("stock ("):-1] in flyops.stats()["gemm"]["stock_reasons"]
+    assert_same_bits(out, ref64(a, b).to(torch.bfloat16), "1x1x1")
+
+
 @pytest.mark.usefixtures("ours")
 def test_out_aliasing_an_operand_goes_to_stock():
     a, b = ints((128, 128), torch.bfloat16), ints((128, 128), torch.bfloat16)

@@ -47,6 +47,7 @@ def assert_same_as_stock(x, k, dim=-1, largest=True, sorted=True, expect=None):
     with flyops.disabled():
         sv, si = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
     poison(sv.shape, x.dtype)
+    poison(si.shape, torch.int64)  # -1: an index left unwritten fails the range check
     before = routed_calls()
     ov, oi = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
     torch.cuda.synchronize()
