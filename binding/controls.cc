@@ -1,5 +1,6 @@
 #include "controls.h"
 
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace flyops::binding {
 namespace {
@@ -34,15 +37,49 @@ std::atomic<int> g_log_level{env_int("FLYOPS_LOG")};
 // captures when an autograd GraphTask starts and installs on the engine's worker threads.
 // So `with flyops.disabled(): loss.backward()` also governs the backward kernels. The
 // kind is a value outside PyTorch's own enumerators, reserved here for flyops.
+//
+// Each thread puts one node of that kind into its chain, once, and from then on only
+// changes the mask the node holds: push and pop never add or remove nodes. Nodes others
+// push (the profiler's, which it pops by kind and which must then be on top) can so come
+// and go across a disabled() block in any order. The node goes beneath the nodes of
+// PyTorch's own kinds already on top, for the same reason.
 constexpr auto kContextKind = static_cast<c10::DebugInfoKind>(0xF1);
 
 struct DisabledContext : c10::DebugInfoBase {
   explicit DisabledContext(uint64_t m) : mask(m) {}
-  uint64_t mask;
+  std::atomic<uint64_t> mask;    // read by the threads this chain reaches
+  std::vector<uint64_t> before;  // the mask before each push (this thread's only)
 };
 
-// What each push replaced, so pop restores it even if something else pushed in between.
-thread_local std::vector<std::shared_ptr<c10::ThreadLocalDebugInfo>> t_saved;
+thread_local std::shared_ptr<DisabledContext> t_context;
+
+// The top node's kind, where it is one of PyTorch's own (only _peek tells, by throwing).
+bool top_kind(c10::DebugInfoKind& kind) {
+  if (!c10::ThreadLocalDebugInfo::current()) return false;
+  for (int k = 0; k <= static_cast<int>(c10::DebugInfoKind::TEST_INFO_2); ++k) {
+    try {
+      c10::ThreadLocalDebugInfo::_peek(static_cast<c10::DebugInfoKind>(k));
+      kind = static_cast<c10::DebugInfoKind>(k);
+      return true;
+    } catch (const c10::Error&) {
+    }
+  }
+  return false;
+}
+
+// This thread's node, in its chain; a new one starts from the mask the chain holds now
+// (an autograd worker's chain holds the starting thread's node).
+DisabledContext& this_thread_context() {
+  auto* found = static_cast<DisabledContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
+  if (found != nullptr && found == t_context.get()) return *t_context;
+  t_context = std::make_shared<DisabledContext>(found == nullptr ? 0 : found->mask.load());
+  std::vector<std::pair<c10::DebugInfoKind, std::shared_ptr<c10::DebugInfoBase>>> above;
+  c10::DebugInfoKind kind;
+  while (top_kind(kind)) above.emplace_back(kind, c10::ThreadLocalDebugInfo::_pop(kind));
+  c10::ThreadLocalDebugInfo::_push(kContextKind, t_context);
+  for (auto it = above.rbegin(); it != above.rend(); ++it) c10::ThreadLocalDebugInfo::_push(it->first, it->second);
+  return *t_context;
+}
 
 struct OpStats {
   std::atomic<uint64_t> flyops{0};
@@ -91,7 +128,7 @@ std::vector<std::string> op_names() { return std::vector<std::string>(kOpNames, 
 
 uint64_t context_disabled_mask() {
   auto* ctx = static_cast<DisabledContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
-  return ctx == nullptr ? 0 : ctx->mask;
+  return ctx == nullptr ? 0 : ctx->mask.load(std::memory_order_relaxed);
 }
 
 bool active(Op op) {
@@ -116,16 +153,17 @@ bool op_enabled(Op op) {
 }
 
 void push_disabled(uint64_t mask) {
-  t_saved.push_back(c10::ThreadLocalDebugInfo::current());
-  // Nested contexts add up: the innermost entry carries the union.
-  c10::ThreadLocalDebugInfo::_push(kContextKind,
-                                   std::make_shared<DisabledContext>(mask | context_disabled_mask()));
+  DisabledContext& c = this_thread_context();
+  const uint64_t now = c.mask.load(std::memory_order_relaxed);
+  c.before.push_back(now);
+  c.mask.store(now | mask, std::memory_order_relaxed);  // nested contexts add up
 }
 
 void pop_disabled() {
-  if (t_saved.empty()) return;
-  c10::ThreadLocalDebugInfo::_forceCurrentDebugInfo(t_saved.back());
-  t_saved.pop_back();
+  DisabledContext* c = t_context.get();
+  if (c == nullptr || c->before.empty()) return;
+  c->mask.store(c->before.back(), std::memory_order_relaxed);
+  c->before.pop_back();
 }
 
 int log_level() { return g_log_level.load(std::memory_order_relaxed); }

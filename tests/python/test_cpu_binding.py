@@ -186,6 +186,46 @@ def test_disabled_context_is_per_thread():
     assert seen == {"other": True, "main": False}
 
 
+def _profiled_step():
+    torch.ones(4).add_(1)
+
+
+def test_disabled_and_the_profiler_interleave():
+    """The profiler keeps its state in the same thread-local chain as disabled() and pops
+    it by kind: starting or stopping it inside a disabled() block that it straddles must
+    work, and each block still covers exactly its own span."""
+    from torch.profiler import ProfilerActivity, profile
+
+    # Started inside the block, stopped after it.
+    p = profile(activities=[ProfilerActivity.CPU])
+    with flyops.disabled("rms_norm"):
+        p.start()
+        _profiled_step()
+        assert not flyops.active("rms_norm")
+    assert flyops.active("rms_norm")
+    _profiled_step()
+    p.stop()
+    # Started before the block, stopped inside it (a scheduled profiler's step() does this).
+    p = profile(activities=[ProfilerActivity.CPU])
+    p.start()
+    with flyops.disabled("rms_norm"):
+        _profiled_step()
+        p.stop()
+        assert not flyops.active("rms_norm")
+    assert flyops.active("rms_norm")
+    # Both at once, nested blocks, then a profiler entirely inside one.
+    p = profile(activities=[ProfilerActivity.CPU])
+    p.start()
+    with flyops.disabled("rms_norm"):
+        with flyops.disabled():
+            p.stop()
+            with profile(activities=[ProfilerActivity.CPU]):
+                _profiled_step()
+                assert not flyops.active("topk")
+        assert flyops.active("topk") and not flyops.active("rms_norm")
+    assert flyops.active("rms_norm") and flyops.active("topk")
+
+
 def test_disabled_as_decorator():
     @flyops.disabled("rms_norm")
     def f():
