@@ -209,7 +209,7 @@ std::optional<Outputs> try_flyops(const AttnCall& call) {
       ours = false;
       reason = attention_last_error();
     } else {
-      TORCH_CHECK(s == Status::kSuccess, "flyops attention failed: ", status_string(s));
+      check_ran(s, "attention");
       const c10::SymInt max_q(p.Lq), max_k(p.Lk);
       if (call.flash) {
         const auto u64 = q.options().dtype(at::kUInt64);
@@ -269,7 +269,7 @@ std::optional<Grads> try_flyops_backward(const AttnBwdCall& call) {
       ours = false;
       reason = attention_last_error();
     } else {
-      TORCH_CHECK(s == Status::kSuccess, "flyops attention backward failed: ", status_string(s));
+      check_ran(s, "attention backward");
       result = Grads{dq, dk, dv};
     }
   }

@@ -200,7 +200,7 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
       reason = gemm_last_error();
       out = at::Tensor();
     } else {
-      TORCH_CHECK(s == Status::kSuccess, "flyops gemm failed: ", status_string(s));
+      check_ran(s, "gemm");
     }
   }
   report(Op::kGemm, ours, reason, [&] { return describe_gemm(call); },

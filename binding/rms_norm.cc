@@ -179,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
   d.params.rstd = rstd.data_ptr<float>();
   d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
   const Status s = rms_norm_fwd(d.params, d.plan);
-  TORCH_CHECK(s == Status::kSuccess, "flyops rms_norm forward failed: ", status_string(s));
+  check_ran(s, "rms_norm forward");
   return {std::move(y), std::move(rstd)};
 }
 
@@ -215,7 +215,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
   }
   d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
   const Status s = rms_norm_bwd(d.params, d.plan);
-  TORCH_CHECK(s == Status::kSuccess, "flyops rms_norm backward failed: ", status_string(s));
+  check_ran(s, "rms_norm backward");
   return {std::move(dx), std::move(dw)};
 }
 

@@ -1,5 +1,7 @@
 #include "tensor_util.h"
 
+#include <cuda_runtime_api.h>
+
 #include <sstream>
 
 namespace flyops::binding {
@@ -55,6 +57,13 @@ const DeviceInfo& routing_device(const at::Tensor& t) {
   static const DeviceInfo kNone{};
   if (!t.is_cuda()) return kNone;
   return device_info(t.get_device());
+}
+
+void check_ran(Status s, const char* what) {
+  if (s == Status::kSuccess) return;
+  const cudaError_t e = cudaGetLastError();
+  const std::string cuda = e == cudaSuccess ? "" : std::string(" (") + cudaGetErrorString(e) + ")";
+  TORCH_CHECK(false, "flyops ", what, " failed: ", status_string(s), cuda);
 }
 
 }  // namespace flyops::binding

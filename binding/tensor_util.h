@@ -8,6 +8,7 @@
 
 #include "flyops/device.h"
 #include "flyops/dtype.h"
+#include "flyops/status.h"
 
 namespace flyops::binding {
 
@@ -23,5 +24,10 @@ std::string describe(const std::optional<at::Tensor>& t);
 
 // The device to route for (the tensor's own CUDA device).
 const DeviceInfo& routing_device(const at::Tensor& t);
+
+// Raises "flyops <what> failed: <status> (<CUDA error>)" unless the core's call succeeded.
+// A failed launch leaves its error pending; it is taken here, so that it is reported with
+// this call and not by the next kernel's launch check.
+void check_ran(Status s, const char* what);
 
 }  // namespace flyops::binding

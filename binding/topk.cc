@@ -114,7 +114,7 @@ bool try_flyops(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bo
   }
   d.params.stream = at::cuda::getCurrentCUDAStream(self.get_device()).stream();
   const Status s = topk_run(d.params, d.plan);
-  TORCH_CHECK(s == Status::kSuccess, "flyops topk failed: ", status_string(s));
+  check_ran(s, "topk");
   return true;
 }
 
