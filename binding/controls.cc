@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -87,7 +88,8 @@ struct OpStats {
 };
 OpStats g_stats[kOps];
 std::mutex g_reason_mu;
-std::map<std::string, uint64_t> g_reasons[kOps];
+// Transparent comparison: a reason already counted is found without building a string.
+std::map<std::string, uint64_t, std::less<>> g_reasons[kOps];
 
 struct LogState {
   std::mutex mu;
@@ -193,8 +195,13 @@ void count(Op op, bool to_flyops, const char* reason) {
     return;
   }
   s.stock.fetch_add(1, std::memory_order_relaxed);
+  const std::string_view why(reason);
   std::lock_guard<std::mutex> lock(g_reason_mu);
-  ++g_reasons[static_cast<int>(op)][reason];
+  auto& reasons = g_reasons[static_cast<int>(op)];
+  if (auto it = reasons.find(why); it != reasons.end())
+    ++it->second;
+  else
+    reasons.emplace(why, 1);
 }
 
 std::string stats_json() {
