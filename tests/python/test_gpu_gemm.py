@@ -413,6 +413,28 @@ def test_unsupported_inputs_go_to_stock(case):
 
 
 @pytest.mark.usefixtures("ours")
+@pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
+def test_fp32_goes_to_stock_under_either_tf32_setting(tf32):
+    """fp32 GEMMs are stock's with TF32 allowed or not, and the result is what stock gives
+    under that setting (values in [-1, 1] are exact in TF32 too)."""
+    a, b = ints((64, 128), torch.float32, -1, 1), ints((128, 96), torch.float32, -1, 1)
+    was = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        r = torch.ops.flyops._route_gemm(a, b)
+        assert r == "stock (float32 (TF32 settings are stock's))", r
+        out, where = went(lambda: a @ b)
+        with flyops.disabled("gemm"):
+            stock = a @ b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = was
+    assert where == "stock"
+    assert "float32 (TF32 settings are stock's)" in flyops.stats()["gemm"]["stock_reasons"]
+    assert_same_bits(out, stock, "fp32")
+    assert_same_bits(out, ref64(a, b).float(), "fp32 vs float64")
+
+
+@pytest.mark.usefixtures("ours")
 def test_negated_view_is_read_negated():
     """A lazily negated view (neg bit): whoever takes it must read it negated."""
     a, b = ints((64, 64), torch.bfloat16), ints((64, 64), torch.bfloat16)
