@@ -570,6 +570,63 @@ void test_wgmma_block(const char* name) {
   cudaFree(dout);
 }
 
+// ---- wgmma with MN-major operands (the GEMM's M-major A and N-major B): 16-bit elements,
+// K = 64 in four k16 steps, an MN-major operand stored as TMA writes it (blocks of 64
+// elements along M / N, each block 64 K rows of one 128-byte swizzle row; a step moves 16 K
+// rows, 2048 bytes, and the blocks are 8 KB apart: wgmma_desc_mnmajor's leading offset). ----
+template <typename T, int kN, bool kMnA, bool kMnB>
+__global__ void wgmma_mn_kernel(const uint16_t* a, const uint16_t* b, float* d_out) {
+  using KTile = SmemTile<uint16_t, 64, 64, Swizzle::k128B>;  // a K-major operand: 64 rows of K = 64
+  using MnBlock = SmemTile<uint16_t, 64, 64, Swizzle::k128B>;  // one MN-major block: 64 K rows of 64
+  constexpr uint32_t kBlockBytes = MnBlock::kBytes;
+  __shared__ __align__(1024) unsigned char sa[KTile::kBytes];
+  __shared__ __align__(1024) unsigned char sb[kN / 64 * kBlockBytes];
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {  // a[m * 64 + k]
+    const int m = i / 64, k = i % 64;
+    const uint32_t off = kMnA ? MnBlock::offset(k, m) : KTile::offset(m, k);
+    *reinterpret_cast<uint16_t*>(sa + off) = a[i];
+  }
+  for (int i = threadIdx.x; i < kN * 64; i += blockDim.x) {  // b[n * 64 + k]
+    const int n = i / 64, k = i % 64;
+    const uint32_t off = kMnB ? (n / 64) * kBlockBytes + MnBlock::offset(k, n % 64) : KTile::offset(n, k);
+    *reinterpret_cast<uint16_t*>(sb + off) = b[i];
+  }
+  fence_proxy_async();
+  __syncthreads();
+  float d[kN / 2];
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint64_t da = kMnA ? wgmma_desc_mnmajor<Swizzle::k128B>(smem_addr(sa) + 2048u * s, kBlockBytes)
+                             : wgmma_desc_kmajor<KTile>(smem_addr(sa) + 32u * s);
+    const uint64_t db = kMnB ? wgmma_desc_mnmajor<Swizzle::k128B>(smem_addr(sb) + 2048u * s, kBlockBytes)
+                             : wgmma_desc_kmajor<KTile>(smem_addr(sb) + 32u * s);
+    wgmma_m64k16<T, kN, kMnA ? 1 : 0, kMnB ? 1 : 0>(d, da, db, s > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+  for (int j = 0; j < kN / 8; ++j)
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e)
+        d_out[(16 * w + l / 4 + 8 * h) * kN + 8 * j + 2 * (l % 4) + e] = d[4 * j + 2 * h + e];
+}
+
+template <typename T, int kN, bool kMnA, bool kMnB>
+void test_wgmma_mn(const char* name) {
+  const SmallIntOperands op(64 * 64, kN * 64, 64 * kN, std::is_same_v<T, fp16>, 40 + kN + 2 * kMnA + kMnB);
+  wgmma_mn_kernel<T, kN, kMnA, kMnB><<<1, 128>>>(op.da, op.db, op.dout);
+  const std::vector<float> got = op.result();
+  bool ok = true;
+  for (int m = 0; m < 64; ++m)
+    for (int n = 0; n < kN; ++n) {
+      float want = 0;  // sums of 64 products of [-4, 4] integers: exact in fp32
+      for (int k = 0; k < 64; ++k) want += op.af[m * 64 + k] * op.bf[n * 64 + k];
+      ok &= got[m * kN + n] == want;
+    }
+  report(name, ok);
+}
+
 // ---- TMA boxes at ranks 3-5 (loads and stores): strided (padded) tensors, boxes across the upper edges
 // (zero fill on load; nothing written there on store) and, for loads, a negative coordinate
 // (a store with one traps: tma.h) -----------------
@@ -1357,6 +1414,9 @@ int main(int argc, char** argv) {
   test_wgmma_block<bf16, bf16, 128, false, 64>("wgmma k16 bf16 SS n128, 64B swizzle, 2 steps");
   test_wgmma_block<fp8e4m3, fp8e4m3, 64, true, 64>("wgmma k32 e4m3 RS, 64B swizzle, 2 steps");
   test_wgmma_block<fp8e4m3, fp8e5m2, 128, false, 32>("wgmma k32 e4m3 x e5m2 SS n128, 32B swizzle");
+  test_wgmma_mn<bf16, 128, false, true>("wgmma k16 bf16 SS n128, B N-major (wgmma_desc_mnmajor)");
+  test_wgmma_mn<fp16, 64, true, false>("wgmma k16 fp16 SS n64, A M-major");
+  test_wgmma_mn<bf16, 256, true, true>("wgmma k16 bf16 SS n256, A M-major and B N-major");
   test_tma_box<3, false>({21, 6, 5}, {16, 4, 3}, {8, -2, 3});
   test_tma_box<4, false>({40, 3, 4, 3}, {16, 2, 3, 2}, {32, 2, 2, 1});
   test_tma_box<5, false>({21, 3, 4, 2, 3}, {16, 2, 2, 2, 2}, {16, 2, -1, 1, 2});
