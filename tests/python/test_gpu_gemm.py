@@ -480,12 +480,13 @@ def test_out_aliasing_an_operand_goes_to_stock():
     a, b = ints((128, 128), torch.bfloat16), ints((128, 128), torch.bfloat16)
     _, where = went(lambda: torch.addmm(ints((128,), torch.bfloat16), a, b, out=b))
     assert where == "stock"
-    # out= self, the same view (an in-place addmm): well defined, whichever route takes it.
+    # out= self, the same view (an in-place addmm): well defined, and the kernel's to take.
     c = ints((128, 128), torch.bfloat16)
     c0 = c.clone()
     want = 0.5 * c.double() + 2.0 * ref64(a, b)
     out, where = went(lambda: torch.addmm(c, a, b, beta=0.5, alpha=2.0, out=c))
     assert out.data_ptr() == c.data_ptr()
+    assert where == "flyops"  # the epilogue reads each element's addend before it writes it
 
     def stock_in_place():
         c1 = c0.clone()
