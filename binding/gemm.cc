@@ -157,6 +157,7 @@ GemmDecision decide_gemm(const GemmCall& call, const DeviceInfo& dev) {
   p.cluster = gemm_forced_cluster();  // the tuning hooks (0: the launcher's choice)
   p.group_rows = gemm_forced_group_rows();
   dn.plan = gemm_choose(p, dev);
+  if (p.cluster == 0) p.cluster = dn.plan.cluster;  // the measured table's configuration, unless forced
   return dn;
 }
 

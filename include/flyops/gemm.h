@@ -58,6 +58,7 @@ struct GemmParams {
 struct GemmPlan {
   bool flyops = false;
   const char* reason = "";
+  int cluster = 0;  // the measured table's CTAs per cluster (2: pairs); 0: the launcher's choice
 };
 
 // gemm_supports, then the measured table (src/gemm/tuned_table.h): ours only on shape

@@ -27,7 +27,8 @@ GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   if (!s.ok) return GemmPlan{false, s.reason};
   if (force == 1) return GemmPlan{true, ""};
   if (const gemm::MeasuredShape* m = gemm::find_measured(p, gemm::kMeasuredShapes))
-    return m->flyops ? GemmPlan{true, ""} : GemmPlan{false, "stock measured faster on this shape (gemm/measured_shapes.inc)"};
+    return m->flyops ? GemmPlan{true, "", m->cluster}
+                     : GemmPlan{false, "stock measured faster on this shape (gemm/measured_shapes.inc)"};
   if (gemm::measured_faster(p)) return GemmPlan{true, ""};
   return GemmPlan{false, "stock measured faster on this shape class (gemm/tuned_table.h)"};
 }

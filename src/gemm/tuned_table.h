@@ -37,8 +37,9 @@ struct MeasuredShape {
   int64_t M, N, K, batch;
   bool a_k_major, b_k_major;
   DType dtype;
-  bool flyops;          // flyops' kernel (the launcher's configuration) or stock
-  float worst_speedup;  // stock's time over the forced kernel's, in the least favourable run
+  bool flyops;          // flyops' kernel or stock
+  int cluster;          // flyops' configuration: 2 CTA pairs sharing B by multicast; 0 the launcher's
+  float worst_speedup;  // stock's time over that configuration's, in the least favourable run
 };
 
 #include "measured_shapes.inc"

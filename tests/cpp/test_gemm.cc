@@ -141,9 +141,9 @@ TEST(GemmRouter, TableClasses) {
 TEST(GemmRouter, MeasuredShapes) {
   using gemm::MeasuredShape;
   const std::array<MeasuredShape, 3> table{{
-      {4096, 4095, 4096, 1, true, true, DType::kBFloat16, true, 1.5f},
-      {16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0.97f},
-      {16, 6144, 4096, 1, true, false, DType::kBFloat16, true, 1.1f},
+      {4096, 4095, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.5f},
+      {16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.97f},
+      {16, 6144, 4096, 1, true, false, DType::kBFloat16, true, 2, 1.1f},
   }};
   EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4096), table), &table[0]);
   EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), table), &table[1]);
@@ -168,7 +168,11 @@ TEST(GemmRouter, MeasuredShapes) {
     p.a.ld = m.a_k_major ? m.K : m.M;
     p.b = {g_buf + 256, m.b_k_major ? m.K : m.N, m.b_k_major};
     p.a.batch_stride = m.M * m.K, p.b.batch_stride = m.N * m.K, p.batch_stride_c = m.M * m.N;
-    if (gemm_supports(p, kH200).ok) EXPECT_EQ(gemm_choose(p, kH200).flyops, m.flyops) << m.M << "x" << m.N << "x" << m.K;
+    EXPECT_TRUE(m.cluster == 0 || m.cluster == 2);
+    if (!gemm_supports(p, kH200).ok) continue;
+    const GemmPlan plan = gemm_choose(p, kH200);
+    EXPECT_EQ(plan.flyops, m.flyops) << m.M << "x" << m.N << "x" << m.K;
+    EXPECT_EQ(plan.cluster, m.flyops ? m.cluster : 0);
   }
 }
 

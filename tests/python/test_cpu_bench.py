@@ -60,23 +60,24 @@ def test_gemm_table_generator(tmp_path):
 
     gen = _gen_gemm_table()
 
-    def row(M, N, K, layout, stock, ours, batch=1, dtype="bfloat16"):
+    def row(M, N, K, layout, stock, ours, batch=1, dtype="bfloat16", pairs=None):
         return {"pass": "decode", "M": M, "N": N, "K": K, "batch": batch, "dtype": dtype, "layout": layout,
-                "stock_ms": stock, "flyops_ms": ours}
+                "stock_ms": stock, "flyops_ms": ours, "flyops_pairs_ms": pairs}
 
     write = {"op": "gemm", "device": "NVIDIA H200", "torch": "2.11.0+cu130", "commit": "abcdef0123456789",
              "date": "2026-12-05T08:00:00Z", "method": "m", "flush": "write",
              "rows": [row(1, 4096, 4096, "nt", 0.0130, 0.0110),   # 1.18x
                       row(16, 6144, 4096, "nt", 0.0200, 0.0190),  # 1.05x here, 0.9x on a clean L2
-                      row(4096, 4096, 4096, "nt", 0.20, 0.199),   # 1.005x: inside the margin
+                      row(4096, 4096, 4096, "nt", 0.20, 0.199, pairs=0.18),  # pairs 1.106x over single
                       row(113, 203, 4096, "nt", 0.01, None),      # the kernel did not take it
                       row(8, 2048, 4095, "nt", 0.1, 0.01, batch=8),
                       row(64, 64, 64, "nt", 0.1, 0.01, dtype="float32")]}
     read = dict(write, flush="read",
                 rows=[row(1, 4096, 4096, "nt", 0.0120, 0.0109),  # 1.10x
                       row(16, 6144, 4096, "nt", 0.0170, 0.0190),
-                      row(4096, 4096, 4096, "nt", 0.20, 0.199),
-                      row(113, 203, 4096, "nt", 0.01, None)])
+                      row(4096, 4096, 4096, "nt", 0.20, 0.199, pairs=0.19),  # pairs 1.047x over single
+                      row(113, 203, 4096, "nt", 0.01, None),
+                      row(2048, 4096, 4096, "nt", 0.05, 0.049, pairs=0.047)])
     paths = []
     for name, run in (("w.json", write), ("r.json", read)):
         paths.append(str(tmp_path / name))
@@ -86,9 +87,9 @@ def test_gemm_table_generator(tmp_path):
     text = out.read_text()
     entries = [line.strip() for line in text.splitlines() if line.startswith("    {")]
     assert len(entries) == 3, entries  # the batched shape was in one run only; fp32 is not a GEMM dtype here
-    assert entries[0].startswith("{1, 4096, 4096, 1, true, true, DType::kBFloat16, true, 1.101f},")
-    assert entries[1].startswith("{16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0.895f},")
-    assert entries[2].startswith("{4096, 4096, 4096, 1, true, true, DType::kBFloat16, false, 1.005f},")
+    assert entries[0].startswith("{1, 4096, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.101f},")
+    assert entries[1].startswith("{16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
+    assert entries[2].startswith("{4096, 4096, 4096, 1, true, true, DType::kBFloat16, true, 2, 1.053f},")
     assert "std::array<MeasuredShape, 3> kMeasuredShapes" in text
     assert "NVIDIA H200, torch 2.11.0+cu130, commit abcdef012345, 2026-12-05T08:00:00Z, flush read" in text
     assert gen.key_of({"M": 2, "N": 3, "K": 4, "layout": "nn", "dtype": "float16"}) == (2, 3, 4, 1, True, False,
