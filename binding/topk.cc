@@ -115,6 +115,13 @@ bool try_flyops(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bo
   d.params.stream = at::cuda::getCurrentCUDAStream(self.get_device()).stream();
   const Status s = topk_run(d.params, d.plan);
   check_ran(s, "topk");
+  if (d.plan.sort_after) {
+    // A k past the kernels' sorts: PyTorch's sort orders the selection, as stock's topk
+    // orders a k this large (at::sort_out, then a gather of the indices).
+    const auto [sorted_values, order] = at::sort(outs.first, -1, largest);
+    outs.second.copy_(outs.second.gather(-1, order));
+    outs.first.copy_(sorted_values);
+  }
   return true;
 }
 

@@ -78,6 +78,11 @@ struct TopkPlan {
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their
   // winners.
   int segs = 1;
+  // A sorted call whose k no kernel can order (past the in-shared-memory sorts): the plan
+  // selects unsorted, and the caller orders the k results with its framework's sort (as
+  // stock's topk itself does for such a k). topk_run and topk_workspace_bytes then run the
+  // selection as unsorted.
+  bool sort_after = false;
   bool flyops() const { return kind != Kind::kStock; }
   Selection selection() const { return {kind, cluster, seg_len, seg_cluster}; }
 };

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "dispatch.h"
 #include "flyops/topk.h"
@@ -16,6 +17,9 @@ namespace {
 
 std::atomic<int> g_forced_kind{-1};
 std::atomic<int> g_forced_cluster{0};
+
+constexpr const char* kSortTooLarge = "k too large to sort in shared memory";
+constexpr const char* kTooLargeForTwoStages = "row too long for one cluster and k or rows too large for two stages";
 
 Support fail(const char* reason) { return Support{false, reason}; }
 
@@ -283,22 +287,39 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
   if (c != 0 && forced != 3) {
-    if (!cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) return stock("k too large to sort in shared memory");
+    if (!cluster_fits(p.n, c, p.dtype, p.k, p.sorted)) return stock(kSortTooLarge);
     plan.kind = TopkPlan::Kind::kCluster;
     plan.cluster = c;
     plan.gather = forced == 11 ? 0 : gather_for(p, c, dev);
     return plan;
   }
   if (two_stage_plan(p, dev, plan)) return plan;
-  return stock(c == 0 ? "row too long for one cluster and k or rows too large for two stages"
-                      : "k too large to sort in shared memory");
+  return stock(c == 0 ? kTooLargeForTwoStages : kSortTooLarge);
 }
 
 }  // namespace
 
+namespace {
+// choose_kernel's refusals of a sorted k that no kernel can order, where the selection
+// alone may still fit.
+bool sort_too_large(const char* reason) {
+  return std::strcmp(reason, kSortTooLarge) == 0 || std::strcmp(reason, kTooLargeForTwoStages) == 0;
+}
+}  // namespace
+
 TopkPlan topk_choose(const TopkParams& p, const DeviceInfo& dev) {
   const TopkPlan plan = choose_kernel(p, dev);
-  if (!plan.flyops() || g_forced_kind.load(std::memory_order_relaxed) >= 0) return plan;
+  const bool forced = g_forced_kind.load(std::memory_order_relaxed) >= 0;
+  if (!plan.flyops() && p.sorted && !forced && sort_too_large(plan.reason)) {
+    // Past the kernels' sorts: the unsorted selection, ordered afterwards by the caller.
+    TopkParams q = p;
+    q.sorted = false;
+    TopkPlan u = choose_kernel(q, dev);
+    if (!u.flyops() || topk::measured_slower(q, u) != nullptr) return plan;
+    u.sort_after = true;
+    return u;
+  }
+  if (!plan.flyops() || forced) return plan;
   const char* why = topk::measured_slower(p, plan);
   return why != nullptr ? stock(why) : plan;
 }
@@ -314,6 +335,13 @@ void selection_name(const TopkPlan::Selection& s, char* buf, std::size_t len) {
 }  // namespace
 
 void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t len) {
+  if (plan.sort_after && len > 5) {  // the kernel's name, then "+sort": the caller's sort follows it
+    TopkPlan selection = plan;
+    selection.sort_after = false;
+    topk_plan_name(selection, dtype, buf, len - 5);
+    std::strncat(buf, "+sort", len - std::strlen(buf) - 1);
+    return;
+  }
   switch (plan.kind) {
     case TopkPlan::Kind::kDelegate: {
       if (plan.finish != 0) {
@@ -356,7 +384,9 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
   }
 }
 
-std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
+std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
+  TopkParams p = call;
+  if (plan.sort_after) p.sorted = false;
   if (plan.kind == TopkPlan::Kind::kDelegate && plan.finish != 0)
     return static_cast<std::size_t>(
         topk::finish_layout(p, plan.group, topk::finish_capacity(plan.finish), plan.screen != 0).total);
@@ -371,7 +401,9 @@ std::size_t topk_workspace_bytes(const TopkParams& p, const TopkPlan& plan) {
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
 }
 
-Status topk_run(const TopkParams& p, const TopkPlan& plan) {
+Status topk_run(const TopkParams& call, const TopkPlan& plan) {
+  TopkParams p = call;
+  if (plan.sort_after) p.sorted = false;
   const topk::DtypeOps* ops = topk::ops_for(p.dtype);
   if (ops == nullptr || !plan.flyops()) return Status::kUnsupported;
   if (p.workspace_bytes < topk_workspace_bytes(p, plan))

@@ -520,9 +520,25 @@ TEST(TopkRoute, RefusalsSayWhy) {
   EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 101), kH200).find("k larger"), std::string::npos);
   EXPECT_NE(reason(params(DType::kFloat32, 0, 100, 5), kH200).find("empty"), std::string::npos);
   EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 0), kH200).find("k == 0"), std::string::npos);
-  EXPECT_NE(reason(params(DType::kFloat32, 1, 100000, 60000), kH200).find("sort"), std::string::npos);
-  // The same k unsorted needs no sort: ours.
-  EXPECT_TRUE(topk_choose(params(DType::kFloat32, 1, 100000, 60000, false), kH200).flyops());
+  // Neither the selection nor a sort holds 2^20 of a row of 2^24.
+  EXPECT_NE(reason(params(DType::kFloat32, 1, int64_t{1} << 24, int64_t{1} << 20), kH200).find("too large"),
+            std::string::npos);
+  // A sorted k past the kernels' sorts: the unsorted selection, ordered by the caller after
+  // it (sort_after); the same k unsorted is the same plan without the sort.
+  const TopkPlan unsorted = topk_choose(params(DType::kFloat32, 1, 100000, 60000, false), kH200);
+  const TopkPlan sorted = topk_choose(params(DType::kFloat32, 1, 100000, 60000), kH200);
+  EXPECT_TRUE(unsorted.flyops() && !unsorted.sort_after);
+  EXPECT_TRUE(sorted.flyops() && sorted.sort_after);
+  EXPECT_EQ(sorted.kind, unsorted.kind);
+  EXPECT_EQ(sorted.cluster, unsorted.cluster);
+  char a[128], b[128];
+  topk_plan_name(unsorted, DType::kFloat32, a, sizeof a);
+  topk_plan_name(sorted, DType::kFloat32, b, sizeof b);
+  EXPECT_EQ(std::string(a) + "+sort", std::string(b));
+  EXPECT_EQ(topk_workspace_bytes(params(DType::kFloat32, 1, 100000, 60000), sorted),
+            topk_workspace_bytes(params(DType::kFloat32, 1, 100000, 60000, false), unsorted));
+  // Kernels that sort k themselves keep doing so.
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 1024), kH200).sort_after);
   TopkParams overlap = params(DType::kFloat32, 4, 100, 5);
   overlap.x_row_stride = 50;
   EXPECT_NE(reason(overlap, kH200).find("overlap"), std::string::npos);

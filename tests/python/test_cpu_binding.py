@@ -314,8 +314,11 @@ def test_topk_routing_decisions():
     assert r(f32(4, 100), 0) == "stock (empty input or k == 0)"
     assert r(torch.empty(4, 100, dtype=torch.int64), 5) == "stock (dtype not float32, float16 or bfloat16)"
     assert r(f32(4, 100), 5, cc_major=8).startswith("stock (flyops kernels need compute capability 9.0")
-    assert r(f32(1, 100000), 60000) == "stock (k too large to sort in shared memory)"
+    # a sorted k past the kernels' sorts: the unsorted selection, then PyTorch's sort
+    assert r(f32(1, 100000), 60000) == r(f32(1, 100000), 60000, sorted=False) + "+sort"
     assert r(f32(1, 100000), 60000, sorted=False).startswith("flyops_topk_cluster")
+    assert r(f32(1, 1 << 24), 1 << 20) == ("stock (row too long for one cluster and k or rows too large for "
+                                           "two stages)")
 
 
 def test_backward_routing_decisions():

@@ -40,9 +40,9 @@ def poison(shape, dtype):
 
 
 def assert_same_as_stock(x, k, dim=-1, largest=True, sorted=True, expect=None):
+    route = torch.ops.flyops._route_topk(x, k, dim, largest, sorted)
     if expect is None:  # flyops, except a sorted k too large for the in-shared-memory sort
-        route = torch.ops.flyops._route_topk(x, k, dim, largest, sorted)  # and rows stock runs faster
-        too_large = sorted and k > 4096 and "k too large to sort" in route
+        too_large = sorted and k > 4096 and "k too large to sort" in route  # and rows stock runs faster
         expect = "stock" if too_large or "stock measured faster" in route else "flyops"
     with flyops.disabled():
         sv, si = torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
@@ -56,7 +56,8 @@ def assert_same_as_stock(x, k, dim=-1, largest=True, sorted=True, expect=None):
     assert ov.shape == sv.shape and oi.shape == si.shape
     assert ov.dtype == sv.dtype and oi.dtype == torch.int64
     assert ov.stride() == sv.stride() and oi.stride() == si.stride()
-    check_result(x, k, dim, sorted, sv, ov, oi, largest, ours=went == "flyops")
+    # A "+sort" route is ordered by PyTorch's sort (stock's own order), not by the key.
+    check_result(x, k, dim, sorted, sv, ov, oi, largest, ours=went == "flyops" and not route.endswith("+sort"))
     return ov, oi
 
 
@@ -129,6 +130,33 @@ def test_routing_shapes(rows, N, k, dtype):
 @pytest.mark.parametrize("k", [1, 100, 1024])
 def test_huge_row(k, dtype):
     assert_same_as_stock(randn((1 << 24,), dtype), k)
+
+
+# ---- a sorted k past the kernels' sorts: the unsorted selection, then PyTorch's sort ----------
+SORT_AFTER = [((1, 100000), 60000, torch.float32), ((1, 100000), 60000, torch.bfloat16),
+              ((3, 131071), 131071, torch.float32), ((3, 131071), 131071, torch.bfloat16),
+              ((64, 262144), 8192, torch.float32), ((1, 1 << 20), 16384, torch.float32)]
+
+
+@pytest.mark.parametrize("largest", [True, False], ids=["largest", "smallest"])
+@pytest.mark.parametrize("shape,k,dtype", SORT_AFTER,
+                         ids=[f"{r}x{n}-k{k}-{DNAME[d]}" for (r, n), k, d in SORT_AFTER])
+def test_sorted_k_past_the_kernels_sorts(shape, k, dtype, largest):
+    x = randn(shape, dtype)
+    x[..., ::97] = 0.0  # ties, and -0.0 beside +0.0
+    x[..., 1::97] = -0.0
+    x[..., 5::1009] = float("nan")
+    x[..., 7::1013] = -float("nan")
+    route = torch.ops.flyops._route_topk(x, k, -1, largest, True)
+    assert route.endswith("+sort") and route.startswith("flyops_topk_"), route
+    assert route[:-len("+sort")] == torch.ops.flyops._route_topk(x, k, -1, largest, False)
+    assert_same_as_stock(x, k, largest=largest, sorted=True, expect="flyops")
+    v = torch.empty(0, device="cuda", dtype=dtype)
+    i = torch.empty(0, device="cuda", dtype=torch.int64)
+    torch.topk(x, k, largest=largest, out=(v, i))  # out=: sorted into the caller's tensors
+    with flyops.disabled():
+        sv, _ = torch.topk(x, k, largest=largest)
+    check_result(x, k, -1, True, sv, v, i, largest, ours=False)
 
 
 # ---- odd sizes, every k edge, both directions, sorted or not ----------------------------------
