@@ -42,6 +42,7 @@ struct TopkPlan {
     kTwoStage,  // huge rows: top-k of segments (kCluster, many CTAs), then of their union
     kDelegate,  // many long rows: the k best group maxima pick k groups, then their k best
     kRows,      // N <= 4096: a warp per row, the row's keys in shared memory, 8-bit digit rounds
+    kPasses,    // any k: a radix select in global memory, a launch per 11-bit digit (unsorted)
   };
   // How one radix selection runs: kCluster or kTwoStage with their geometry.
   struct Selection {
@@ -105,7 +106,8 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // delegates screened wherever screening fits, 11 cluster without the gather ending, 12 as 8
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
-// screened stream writes no maxima), 20 the rows kernel; -1 the router) and a cluster size
+// screened stream writes no maxima), 20 the rows kernel, 22 the radix passes in global
+// memory (a sorted call sorted after them, sort_after); -1 the router) and a cluster size
 // (0: the router's; for delegates, vectors per group; for the group kernel (5, 15, 16),
 // threads a row of 65-256 elements: 8, 16 or 32). Forced plans that cannot run, and codes
 // that no kind answers to (18, 19 and 21 were the one-pass filter kernel, measured slower

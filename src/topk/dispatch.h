@@ -119,4 +119,12 @@ inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t se
   return l;
 }
 
+// The radix passes' workspace: the histograms, the states (16-byte aligned, as the
+// histograms are), then the tally's counts, one a CTA (`ctas` a row).
+inline int64_t passes_hist_bytes(int64_t rows) { return rows * kPassBins * 4; }
+inline int64_t passes_equal_offset(int64_t rows) {
+  return passes_hist_bytes(rows) + rows * static_cast<int64_t>(sizeof(PassState));
+}
+inline int64_t passes_workspace_bytes(int64_t rows, int ctas) { return passes_equal_offset(rows) + rows * ctas * 4; }
+
 }  // namespace flyops::topk

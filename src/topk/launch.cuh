@@ -14,6 +14,7 @@
 #include "flyops/device.h"
 #include "flyops/tile/launch.h"
 #include "group_kernel.cuh"
+#include "passes_kernel.cuh"
 #include "rows_kernel.cuh"
 #include "screen_kernel.cuh"
 #include "tuned_table.h"
@@ -433,6 +434,45 @@ struct Launcher {
     return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)), 0, done);
   }
 
+  // The radix passes (passes_kernel.cuh): the histograms and states cleared, then a count
+  // and a pick per digit, the tally (NaN ties only) and the write; `ctas` CTAs a row.
+  static Status passes(const TopkParams& p, int ctas) {
+    if constexpr (Keys::kIdentity) {
+      return Status::kUnsupported;
+    } else {
+      const int64_t bytes = passes_workspace_bytes(p.rows, ctas);
+      if (ctas < 1 || p.workspace_bytes < static_cast<std::size_t>(bytes)) return Status::kInvalidArgument;
+      char* ws = static_cast<char*>(p.workspace);
+      if (cudaMemsetAsync(ws, 0, static_cast<std::size_t>(passes_equal_offset(p.rows)), p.stream) != cudaSuccess)
+        return Status::kCudaError;
+      PassesArgs a{};
+      a.x = p.x;
+      a.rows = p.rows;
+      a.n = p.n;
+      a.row_stride = p.x_row_stride;
+      a.k = p.k;
+      a.largest = p.largest;
+      a.ctas = ctas;
+      a.chunk = (p.n + ctas - 1) / ctas;
+      a.hist = reinterpret_cast<uint32_t*>(ws);
+      a.state = reinterpret_cast<PassState*>(ws + passes_hist_bytes(p.rows));
+      a.equal = reinterpret_cast<uint32_t*>(ws + passes_equal_offset(p.rows));
+      a.values = p.values;
+      a.indices = p.indices;
+      const dim3 grid(static_cast<unsigned>(p.rows * ctas));
+      for (int pass = 0; pass < passes_of(Keys::kBits); ++pass) {
+        a.shift = pass_shift(Keys::kBits, pass);
+        a.bits = pass_width(Keys::kBits, pass);
+        flyops_topk_passes_count<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
+        flyops_topk_passes_pick<Keys><<<static_cast<unsigned>(p.rows), kPassPickThreads, 0, p.stream>>>(a, pass == 0);
+        if (Status s = launch_status(); s != Status::kSuccess) return s;
+      }
+      flyops_topk_passes_tally<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
+      flyops_topk_passes_write<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
+      return launch_status();
+    }
+  }
+
   static Status run(const TopkParams& p, const TopkPlan& plan) {
     if (p.rows == 0) return Status::kSuccess;
 #if FLYOPS_TOPK_TRACE
@@ -446,6 +486,7 @@ struct Launcher {
       case TopkPlan::Kind::kTwoStage: return two(p, plan.selection());
       case TopkPlan::Kind::kDelegate: return delegates(p, plan);
       case TopkPlan::Kind::kRows: return rows(p);
+      case TopkPlan::Kind::kPasses: return passes(p, plan.cluster);
       default: return Status::kUnsupported;
     }
   }

@@ -183,6 +183,14 @@ bool rows_plan(const TopkParams& p, TopkPlan& plan) {
   return true;
 }
 
+// CTAs a row for the radix passes: kPassCtasPerSm a SM over all rows, each reading at least
+// eight elements a thread.
+int passes_ctas(const TopkParams& p, const DeviceInfo& dev) {
+  const int64_t want = (int64_t{topk::kPassCtasPerSm} * dev.sm_count + p.rows - 1) / p.rows;
+  const int64_t most = (p.n + 8 * topk::kPassThreads - 1) / (8 * topk::kPassThreads);
+  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+}
+
 }  // namespace
 
 Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
@@ -232,6 +240,12 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
+  if (forced == 22) {
+    plan.kind = TopkPlan::Kind::kPasses;
+    plan.cluster = passes_ctas(p, dev);
+    plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output
+    return plan;
+  }
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
   if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
@@ -377,6 +391,9 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
         std::snprintf(buf, len, "flyops_topk_argmax<%s,c%d>", dtype_name(dtype), plan.cluster);
       break;
     case TopkPlan::Kind::kRows: std::snprintf(buf, len, "flyops_topk_rows<%s>", dtype_name(dtype)); break;
+    case TopkPlan::Kind::kPasses:
+      std::snprintf(buf, len, "flyops_topk_passes<%s,c%d>", dtype_name(dtype), plan.cluster);
+      break;
     case TopkPlan::Kind::kTwoStage:
       std::snprintf(buf, len, "flyops_topk_two_stage<%s,seg%lldx%d,c%d>", dtype_name(dtype),
                     static_cast<long long>(plan.seg_len), plan.seg_cluster, plan.cluster);
@@ -396,6 +413,8 @@ std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
     return static_cast<std::size_t>(
         topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), list_cap).total);
   }
+  if (plan.kind == TopkPlan::Kind::kPasses)
+    return static_cast<std::size_t>(topk::passes_workspace_bytes(p.rows, plan.cluster));
   if (plan.kind == TopkPlan::Kind::kArgmax)  // the segments' winners: indices, then values
     return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * (8 + elem_bytes(p.dtype))) : 0;
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));
@@ -414,7 +433,7 @@ Status topk_run(const TopkParams& call, const TopkPlan& plan) {
 void topk_force(int kind, int cluster) {
   // Codes no kind answers to (13 and 14; 18, 19 and 21 of the removed filter kernel) are the
   // router's, as a force that cannot run is.
-  const bool known = kind >= -1 && kind <= 20 && kind != 13 && kind != 14 && kind != 18 && kind != 19;
+  const bool known = kind >= -1 && kind <= 22 && kind != 13 && kind != 14 && kind != 18 && kind != 19 && kind != 21;
   g_forced_kind.store(known ? kind : -1, std::memory_order_relaxed);
   g_forced_cluster.store(cluster, std::memory_order_relaxed);
 }

@@ -381,4 +381,26 @@ inline ClusterGeometry cluster_geometry(int64_t n, int cluster, int elem_bytes, 
   return g;
 }
 
+// ---- the radix passes in global memory (passes_kernel.cuh) ----------------------------------
+inline constexpr int kPassBits = 11;  // digit width: three passes for 32-bit keys, two for 16-bit
+inline constexpr int kPassBins = 1 << kPassBits;
+inline constexpr int kPassThreads = 512;
+inline constexpr int kPassPickThreads = kPassBins / 2;  // two bins a thread
+inline constexpr int kPassCtasPerSm = 4;
+
+// One row's selection, after its histogram in the workspace.
+struct PassState {
+  uint32_t prefix;  // the order-key bits chosen so far: the k-th key once every digit is
+  uint32_t k_left;  // how many of the elements matching the prefix the output still takes
+  uint32_t above;   // write pass: slots taken by elements above the k-th key
+  uint32_t equal;   // write pass: elements equal to it, seen so far
+};
+
+constexpr int passes_of(int key_bits) { return (key_bits + kPassBits - 1) / kPassBits; }
+// Digit p, from the top, of a key_bits-wide key.
+constexpr int pass_shift(int key_bits, int p) {
+  return key_bits - (p + 1) * kPassBits > 0 ? key_bits - (p + 1) * kPassBits : 0;
+}
+constexpr int pass_width(int key_bits, int p) { return key_bits - p * kPassBits - pass_shift(key_bits, p); }
+
 }  // namespace flyops::topk

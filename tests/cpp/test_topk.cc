@@ -305,6 +305,41 @@ TEST(TopkRoute, RemovedFilterForcesTakeTheRoutersPlan) {
   }
 }
 
+// The radix passes in global memory (force 22): digits that tile the key from the top, a
+// grid that covers the row, a workspace of a histogram and a state a row; a sorted call is
+// sorted after them (the passes never order).
+TEST(TopkPasses, DigitsPlanAndWorkspace) {
+  for (int bits : {16, 32}) {
+    int covered = 0;
+    for (int p = 0; p < topk::passes_of(bits); ++p) {
+      EXPECT_EQ(topk::pass_shift(bits, p) + topk::pass_width(bits, p), bits - covered) << bits << " " << p;
+      EXPECT_GT(topk::pass_width(bits, p), 0);
+      EXPECT_LE(topk::pass_width(bits, p), topk::kPassBits);
+      covered += topk::pass_width(bits, p);
+    }
+    EXPECT_EQ(covered, bits);
+  }
+  EXPECT_EQ(topk::passes_of(32), 3);
+  EXPECT_EQ(topk::passes_of(16), 2);
+  flyops::topk_force(22, 0);
+  for (auto [rows, n, k] : {std::tuple{1, int64_t{1} << 24, int64_t{1} << 20}, std::tuple{64, int64_t{262144}, int64_t{50}},
+                            std::tuple{100000, int64_t{100}, int64_t{7}}, std::tuple{3, int64_t{1}, int64_t{1}}}) {
+    for (bool sorted : {false, true}) {
+      const TopkParams p = params(DType::kBFloat16, rows, n, k, sorted);
+      const TopkPlan plan = topk_choose(p, kH200);
+      ASSERT_EQ(plan.kind, TopkPlan::Kind::kPasses) << rows << "x" << n;
+      EXPECT_EQ(plan.sort_after, sorted && k > 1);
+      EXPECT_GE(plan.cluster, 1);
+      EXPECT_LE(plan.cluster, (int64_t{topk::kPassCtasPerSm} * 132 + rows - 1) / rows);  // about 4 CTAs an SM
+      EXPECT_LE((plan.cluster - 1) * int64_t{8} * topk::kPassThreads, n);  // 8 elements a thread, at least
+      EXPECT_EQ(topk_workspace_bytes(p, plan),
+                static_cast<std::size_t>(rows * (topk::kPassBins * 4 + 16 + 4 * int64_t{plan.cluster})));
+      EXPECT_EQ(plan_name(p).rfind("flyops_topk_passes<bf16,c", 0), 0u) << plan_name(p);
+    }
+  }
+  flyops::topk_force(-1, 0);
+}
+
 // The rows kernel by the router (tuned_table.h, prefer_rows): k >= 24 on rows of up to 512
 // (k >= 16 from 64 rows), k >= 2 from 1024 rows of up to 4096 (fp32 rows past 2048 only at
 // large k or without whole delegate groups), fewer rows of up to 1024-2048, k = 1 from 4096

@@ -1,8 +1,8 @@
 """A small TopK workload for compute-sanitizer (memcheck, racecheck, synccheck): every
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
 checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this
-(with the argument `rows` or `lists`: that kernel's cases alone, for kns=flyops_topk_rows
-or kns=flyops_topk_finish)."""
+(with the argument `rows`, `lists` or `passes`: that kernel's cases alone, for
+kns=flyops_topk_rows, kns=flyops_topk_finish or kns=flyops_topk_passes)."""
 
 import sys
 
@@ -66,12 +66,31 @@ def list_cases(dtype):
     return cases, failures
 
 
+def passes_cases(dtype):
+    """The radix passes in global memory (forced): a long row at a large k, rows with NaN ties
+    at the k-th key (the tally and the ordered write), misaligned rows, many short rows, both
+    directions, sorted (PyTorch's sort after them) and not. Returns (cases, failures)."""
+    force = torch.ops.flyops._topk_force
+    cases = failures = 0
+    force(22, 0)
+    nan_rows = torch.randn(3, 20001, device="cuda").to(dtype)[:, 1:]
+    nan_rows[:, ::3] = float("nan")
+    nan_rows[:, 1::3] = -float("nan")
+    for x, k in ((torch.randn(1, 1 << 20, device="cuda").to(dtype), 300000), (nan_rows, 5000),
+                 (torch.randn(500, 37, device="cuda").to(dtype), 5)):
+        for largest, sorted in ((True, True), (False, False)):
+            cases += 1
+            failures += not check(x, k, largest, sorted)
+    force(-1, 0)
+    return cases, failures
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
     cases = 0
     force = torch.ops.flyops._topk_force
-    subsets = {"rows": rows_cases, "lists": list_cases}
+    subsets = {"rows": rows_cases, "lists": list_cases, "passes": passes_cases}
     if sys.argv[1:2] and sys.argv[1] in subsets:  # one kernel alone (a sanitizer run on one kernel)
         for dtype in (torch.float32, torch.bfloat16):
             c, f = subsets[sys.argv[1]](dtype)
@@ -185,9 +204,10 @@ def main():
         failures += not check(x, 100)
         failures += not check(x, 100, True, False)
         force(-1, 0)
-        c, f = rows_cases(dtype)
-        cases += c
-        failures += f
+        for extra in (rows_cases, passes_cases):
+            c, f = extra(dtype)
+            cases += c
+            failures += f
     torch.cuda.synchronize()
     print(f"topk sanitizer workload: {cases - failures} passed, {failures} failed")
     return 1 if failures else 0

@@ -767,6 +767,30 @@ def test_argmax_in_segments(dtype):
         assert_same_as_stock(x, 1, largest=False)
 
 
+@pytest.mark.parametrize("kind", SPECIAL + ["randn"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_radix_passes_forced(kind, dtype):
+    """The radix passes in global memory (force 22) at any k: a row of 2^22 and rows of
+    100003 up to k = N, many short rows, ties at the k-th key (NaNs of both signs: the lowest
+    positions, as stock), signed zeros, both directions, sorted (ordered after them by
+    PyTorch's sort) or not, misaligned strided rows."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    make = (lambda n: torch.randn(n, generator=gen).to(dtype)) if kind == "randn" else \
+        (lambda n: special_row(n, dtype, kind, gen))
+    torch.ops.flyops._topk_force(22, 0)
+    long = make(1 << 22).cuda()
+    rows = torch.stack([make(100003) for _ in range(3)]).cuda()
+    short = torch.stack([make(37) for _ in range(1000)]).cuda()
+    for x, ks in ((long, (1, 100, 70000, 1 << 21)), (rows, (1, 5000, 100003)), (short, (1, 5, 37))):
+        for k in ks:
+            route = torch.ops.flyops._route_topk(x, k)
+            assert route.startswith("flyops_topk_passes<") and route.endswith("+sort") == (k > 1), route
+            for largest in (True, False):
+                for sorted in (True, False):
+                    assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+    assert_same_as_stock(rows[:, 1:], 777, sorted=False)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_rows_kernel_forced(dtype):
     """The rows kernel (a warp a row, keys in shared memory) forced at every width it takes:
