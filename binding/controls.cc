@@ -39,47 +39,55 @@ std::atomic<int> g_log_level{env_int("FLYOPS_LOG")};
 // So `with flyops.disabled(): loss.backward()` also governs the backward kernels. The
 // kind is a value outside PyTorch's own enumerators, reserved here for flyops.
 //
-// Each thread puts one node of that kind into its chain, once, and from then on only
-// changes the mask the node holds: push and pop never add or remove nodes. Nodes others
-// push (the profiler's, which it pops by kind and which must then be on top) can so come
-// and go across a disabled() block in any order. The node goes beneath the nodes of
-// PyTorch's own kinds already on top, for the same reason.
+// Nodes are immutable (a chain captured for a backward pass or a callback keeps the masks
+// it had then). A push replaces this thread's flyops node with one holding the new mask, a
+// pop puts the replaced one back, both beneath the nodes of PyTorch's own kinds on top of
+// the chain (the profiler pops its node by kind, so it must stay on top): the profiler may
+// start or stop inside a block in either order.
 constexpr auto kContextKind = static_cast<c10::DebugInfoKind>(0xF1);
 
 struct DisabledContext : c10::DebugInfoBase {
   explicit DisabledContext(uint64_t m) : mask(m) {}
-  std::atomic<uint64_t> mask;    // read by the threads this chain reaches
-  std::vector<uint64_t> before;  // the mask before each push (this thread's only)
+  const uint64_t mask;
 };
 
-thread_local std::shared_ptr<DisabledContext> t_context;
+// What each push took off the chain and put on it, and the mask before it.
+struct Pushed {
+  std::shared_ptr<c10::DebugInfoBase> replaced, put;
+  uint64_t before;
+};
+thread_local std::vector<Pushed> t_pushed;
 
-// The top node's kind, where it is one of PyTorch's own (only _peek tells, by throwing).
-bool top_kind(c10::DebugInfoKind& kind) {
-  if (!c10::ThreadLocalDebugInfo::current()) return false;
-  for (int k = 0; k <= static_cast<int>(c10::DebugInfoKind::TEST_INFO_2); ++k) {
-    try {
-      c10::ThreadLocalDebugInfo::_peek(static_cast<c10::DebugInfoKind>(k));
-      kind = static_cast<c10::DebugInfoKind>(k);
-      return true;
-    } catch (const c10::Error&) {
-    }
+using Peeled = std::vector<std::pair<c10::DebugInfoKind, std::shared_ptr<c10::DebugInfoBase>>>;
+
+// The top node's info if the node is of `kind` (only _peek tells, by throwing), else null.
+std::shared_ptr<c10::DebugInfoBase> top_of_kind(c10::DebugInfoKind kind) {
+  if (!c10::ThreadLocalDebugInfo::current()) return nullptr;
+  try {
+    return c10::ThreadLocalDebugInfo::_peek(kind);
+  } catch (const c10::Error&) {
+    return nullptr;
   }
-  return false;
 }
 
-// This thread's node, in its chain; a new one starts from the mask the chain holds now
-// (an autograd worker's chain holds the starting thread's node).
-DisabledContext& this_thread_context() {
-  auto* found = static_cast<DisabledContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
-  if (found != nullptr && found == t_context.get()) return *t_context;
-  t_context = std::make_shared<DisabledContext>(found == nullptr ? 0 : found->mask.load());
-  std::vector<std::pair<c10::DebugInfoKind, std::shared_ptr<c10::DebugInfoBase>>> above;
-  c10::DebugInfoKind kind;
-  while (top_kind(kind)) above.emplace_back(kind, c10::ThreadLocalDebugInfo::_pop(kind));
-  c10::ThreadLocalDebugInfo::_push(kContextKind, t_context);
+// Takes the nodes of PyTorch's own kinds off the top of this thread's chain, down to the
+// first node of another kind (flyops' or anyone's); unpeel puts them back in order.
+Peeled peel() {
+  Peeled above;
+  for (bool more = true; more;) {
+    more = false;
+    for (int k = 0; k <= static_cast<int>(c10::DebugInfoKind::TEST_INFO_2) && !more; ++k) {
+      const auto kind = static_cast<c10::DebugInfoKind>(k);
+      if (top_of_kind(kind) != nullptr) {
+        above.emplace_back(kind, c10::ThreadLocalDebugInfo::_pop(kind));
+        more = true;
+      }
+    }
+  }
+  return above;
+}
+void unpeel(const Peeled& above) {
   for (auto it = above.rbegin(); it != above.rend(); ++it) c10::ThreadLocalDebugInfo::_push(it->first, it->second);
-  return *t_context;
 }
 
 struct OpStats {
@@ -130,7 +138,7 @@ std::vector<std::string> op_names() { return std::vector<std::string>(kOpNames, 
 
 uint64_t context_disabled_mask() {
   auto* ctx = static_cast<DisabledContext*>(c10::ThreadLocalDebugInfo::get(kContextKind));
-  return ctx == nullptr ? 0 : ctx->mask.load(std::memory_order_relaxed);
+  return ctx == nullptr ? 0 : ctx->mask;
 }
 
 bool active(Op op) {
@@ -155,17 +163,30 @@ bool op_enabled(Op op) {
 }
 
 void push_disabled(uint64_t mask) {
-  DisabledContext& c = this_thread_context();
-  const uint64_t now = c.mask.load(std::memory_order_relaxed);
-  c.before.push_back(now);
-  c.mask.store(now | mask, std::memory_order_relaxed);  // nested contexts add up
+  const uint64_t before = context_disabled_mask();
+  const Peeled above = peel();
+  std::shared_ptr<c10::DebugInfoBase> replaced = top_of_kind(kContextKind);
+  if (replaced != nullptr) c10::ThreadLocalDebugInfo::_pop(kContextKind);
+  auto put = std::make_shared<DisabledContext>(before | mask);  // nested contexts add up
+  c10::ThreadLocalDebugInfo::_push(kContextKind, put);
+  unpeel(above);
+  t_pushed.push_back({std::move(replaced), std::move(put), before});
 }
 
 void pop_disabled() {
-  DisabledContext* c = t_context.get();
-  if (c == nullptr || c->before.empty()) return;
-  c->mask.store(c->before.back(), std::memory_order_relaxed);
-  c->before.pop_back();
+  if (t_pushed.empty()) return;
+  const Pushed last = t_pushed.back();
+  t_pushed.pop_back();
+  const Peeled above = peel();
+  if (top_of_kind(kContextKind) == last.put) {
+    c10::ThreadLocalDebugInfo::_pop(kContextKind);
+    if (last.replaced != nullptr) c10::ThreadLocalDebugInfo::_push(kContextKind, last.replaced);
+  } else {
+    // Another kind's node above ours, or the chain replaced since: cover it with the mask
+    // from before the push instead.
+    c10::ThreadLocalDebugInfo::_push(kContextKind, std::make_shared<DisabledContext>(last.before));
+  }
+  unpeel(above);
 }
 
 int log_level() { return g_log_level.load(std::memory_order_relaxed); }
