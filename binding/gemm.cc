@@ -217,10 +217,17 @@ double scalar(const at::Scalar& s, bool& ok) {
   return s.toDouble();
 }
 
-// The out= overloads: only outputs stock would accept reach the decision, after stock's
-// resize rule; the rest is stock's, errors included.
-bool prepare_out(at::Tensor& out, const at::Tensor& a, at::IntArrayRef shape) {
-  if (!a.is_cuda() || out.scalar_type() != a.scalar_type() || out.device() != a.device()) return false;
+// The out= overloads: only calls stock would accept reach the decision, after stock's resize
+// rule; the rest is stock's, errors included, with `out` untouched until stock's own checks
+// (operands of one dtype and device, an addend of theirs that broadcasts to the output).
+bool prepare_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor* self,
+                 at::IntArrayRef shape) {
+  if (!a.is_cuda() || b.scalar_type() != a.scalar_type() || b.device() != a.device() ||
+      out.scalar_type() != a.scalar_type() || out.device() != a.device())
+    return false;
+  if (self != nullptr && (self->scalar_type() != a.scalar_type() || self->device() != a.device() ||
+                          !at::is_expandable_to(self->sizes(), shape)))
+    return false;
   at::native::resize_output(out, shape);
   return true;
 }
@@ -236,7 +243,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (self.dim() == 2 && mat2.dim() == 2 && self.size(1) == mat2.size(0) &&
-      prepare_out(out, self, {self.size(0), mat2.size(1)})) {
+      prepare_out(out, self, mat2, nullptr, {self.size(0), mat2.size(1)})) {
     const GemmCall call{"mm.out", &self, &mat2, nullptr, 0.0, 1.0, &out, false};
     if (try_flyops(call, [] { return at::Tensor(); }).defined()) return out;
   }
@@ -259,7 +266,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   bool ok = true;
   const GemmCall call{"addmm.out", &mat1, &mat2, &self, scalar(beta, ok), scalar(alpha, ok), &out, false};
   if (ok && mat1.dim() == 2 && mat2.dim() == 2 && mat1.size(1) == mat2.size(0) &&
-      prepare_out(out, mat1, {mat1.size(0), mat2.size(1)})) {
+      prepare_out(out, mat1, mat2, &self, {mat1.size(0), mat2.size(1)})) {
     if (try_flyops(call, [] { return at::Tensor(); }).defined()) return out;
   }
   return at::cuda::addmm_out(out, self, mat1, mat2, beta, alpha);
@@ -277,7 +284,7 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (self.dim() == 3 && mat2.dim() == 3 && self.size(0) == mat2.size(0) && self.size(2) == mat2.size(1) &&
-      prepare_out(out, self, {self.size(0), self.size(1), mat2.size(2)})) {
+      prepare_out(out, self, mat2, nullptr, {self.size(0), self.size(1), mat2.size(2)})) {
     const GemmCall call{"bmm.out", &self, &mat2, nullptr, 0.0, 1.0, &out, true};
     if (try_flyops(call, [] { return at::Tensor(); }).defined()) return out;
   }
@@ -301,7 +308,8 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const 
   bool ok = true;
   const GemmCall call{"baddbmm.out", &batch1, &batch2, &self, scalar(beta, ok), scalar(alpha, ok), &out, true};
   if (ok && batch1.dim() == 3 && batch2.dim() == 3 && batch1.size(0) == batch2.size(0) &&
-      batch1.size(2) == batch2.size(1) && prepare_out(out, batch1, {batch1.size(0), batch1.size(1), batch2.size(2)})) {
+      batch1.size(2) == batch2.size(1) && prepare_out(out, batch1, batch2, &self,
+                                                        {batch1.size(0), batch1.size(1), batch2.size(2)})) {
     if (try_flyops(call, [] { return at::Tensor(); }).defined()) return out;
   }
   return at::cuda::baddbmm_out(out, self, batch1, batch2, beta, alpha);

@@ -240,7 +240,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
-  if (forced == 22) {
+  if (forced == 22 && p.rows * passes_ctas(p, dev) <= INT_MAX) {  // a 1-D grid of CTAs
     plan.kind = TopkPlan::Kind::kPasses;
     plan.cluster = passes_ctas(p, dev);
     plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output

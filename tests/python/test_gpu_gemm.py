@@ -786,6 +786,20 @@ def test_out_resized_like_stock():
             except RuntimeError as e:
                 errors.append(str(e))
         assert errors[0] is not None and errors[0] == errors[1], (name, errors)
+    # A call stock rejects (operands of two dtypes): its error, with out= left as stock leaves it.
+    b16 = b.to(torch.float16)
+    for name, fn in (("mm.out", lambda o: torch.mm(a, b16, out=o)),
+                     ("addmm.out", lambda o: torch.addmm(bias, a, b16, out=o))):
+        seen = []
+        for disabled in (True, False):
+            o = nan_full((3, 5), bf)
+            try:
+                with flyops.disabled("gemm") if disabled else contextlib.nullcontext():
+                    fn(o)
+                seen.append((None, tuple(o.shape)))
+            except RuntimeError as e:
+                seen.append((str(e), tuple(o.shape)))
+        assert seen[0][0] is not None and seen[0] == seen[1], (name, seen)
 
 
 @pytest.mark.usefixtures("ours")
