@@ -56,9 +56,15 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
   const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
   const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
-  for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) {
-    const uint32_t key = order_key<Keys>(xr[i], a.largest);
-    if (((key ^ prefix) & high) == 0) atomicAdd(&bins[(key >> a.shift) & digit], 1u);
+  for (int64_t i0 = lo + threadIdx.x; i0 < end; i0 += kPassUnroll * blockDim.x) {
+    Raw r[kPassUnroll];  // the loads first: kPassUnroll of them in flight a thread
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) r[u] = i0 + u * blockDim.x < end ? xr[i0 + u * blockDim.x] : Raw{0};
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) {
+      const uint32_t key = order_key<Keys>(r[u], a.largest);
+      if (i0 + u * blockDim.x < end && ((key ^ prefix) & high) == 0) atomicAdd(&bins[(key >> a.shift) & digit], 1u);
+    }
   }
   __syncthreads();
   uint32_t* h = a.hist + row * kPassBins;
@@ -122,7 +128,14 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
   const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
   uint32_t mine = 0;
-  for (int64_t i = lo + threadIdx.x; i < end; i += blockDim.x) mine += order_key<Keys>(xr[i], a.largest) == kth;
+  for (int64_t i0 = lo + threadIdx.x; i0 < end; i0 += kPassUnroll * blockDim.x) {
+    Raw r[kPassUnroll];
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) r[u] = i0 + u * blockDim.x < end ? xr[i0 + u * blockDim.x] : Raw{0};
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u)
+      mine += i0 + u * blockDim.x < end && order_key<Keys>(r[u], a.largest) == kth;
+  }
   for (int d = 16; d > 0; d /= 2) mine += __shfl_xor_sync(0xffffffffu, mine, d);
   if (threadIdx.x % 32 == 0 && mine != 0) atomicAdd(&total, mine);
   __syncthreads();
@@ -153,47 +166,56 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   uint32_t equal_before = 0;  // ordered: equal elements at lower positions of the row
   if (ordered)
     for (int64_t c = row * a.ctas; c < static_cast<int64_t>(blockIdx.x); ++c) equal_before += a.equal[c];
-  for (int64_t base = lo; base < end; base += blockDim.x) {  // the same trips for every thread
-    const int64_t i = base + threadIdx.x;
-    const Raw raw = i < end ? xr[i] : Raw{0};
-    const uint32_t key = i < end ? order_key<Keys>(raw, a.largest) : 0u;
-    const bool above = i < end && key > kth, equal = i < end && key == kth;
-    const uint32_t ma = __ballot_sync(0xffffffffu, above);
-    if (ma != 0) {
-      const int leader = __ffs(ma) - 1;
-      uint32_t first = 0;
-      if (lane == leader) first = atomicAdd(&s.above, static_cast<uint32_t>(__popc(ma)));
-      first = __shfl_sync(0xffffffffu, first, leader);
-      if (above) {
-        const uint32_t slot = first + __popc(ma & below_me);
-        vals[slot] = raw;
-        idx[slot] = i;
-      }
+  for (int64_t base = lo; base < end; base += kPassUnroll * blockDim.x) {  // the same trips for every thread
+    Raw r[kPassUnroll];  // the loads first; then the elements in position order
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) {
+      const int64_t i = base + u * blockDim.x + threadIdx.x;
+      r[u] = i < end ? xr[i] : Raw{0};
     }
-    const uint32_t me = __ballot_sync(0xffffffffu, equal);
-    if (ordered) {  // uniform over the CTA
-      if (lane == 0) warp_equal[warp] = static_cast<uint32_t>(__popc(me));
-      __syncthreads();
-      uint32_t e = equal_before + __popc(me & below_me), trip = 0;
-      for (int j = 0; j < kPassThreads / 32; ++j) {
-        e += j < warp ? warp_equal[j] : 0u;
-        trip += warp_equal[j];
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) {
+      const int64_t i = base + u * blockDim.x + threadIdx.x;
+      const Raw raw = r[u];
+      const uint32_t key = i < end ? order_key<Keys>(raw, a.largest) : 0u;
+      const bool above = i < end && key > kth, equal = i < end && key == kth;
+      const uint32_t ma = __ballot_sync(0xffffffffu, above);
+      if (ma != 0) {
+        const int leader = __ffs(ma) - 1;
+        uint32_t first = 0;
+        if (lane == leader) first = atomicAdd(&s.above, static_cast<uint32_t>(__popc(ma)));
+        first = __shfl_sync(0xffffffffu, first, leader);
+        if (above) {
+          const uint32_t slot = first + __popc(ma & below_me);
+          vals[slot] = raw;
+          idx[slot] = i;
+        }
       }
-      __syncthreads();  // read before the next trip writes them
-      if (equal && e < take_equal) {
-        vals[n_above + e] = raw;
-        idx[n_above + e] = i;
-      }
-      equal_before += trip;
-    } else if (me != 0) {
-      const int leader = __ffs(me) - 1;
-      uint32_t first = 0;
-      if (lane == leader) first = atomicAdd(&s.equal, static_cast<uint32_t>(__popc(me)));
-      first = __shfl_sync(0xffffffffu, first, leader);
-      const uint32_t e = first + __popc(me & below_me);
-      if (equal && e < take_equal) {
-        vals[n_above + e] = raw;
-        idx[n_above + e] = i;
+      const uint32_t me = __ballot_sync(0xffffffffu, equal);
+      if (ordered) {  // uniform over the CTA
+        if (lane == 0) warp_equal[warp] = static_cast<uint32_t>(__popc(me));
+        __syncthreads();
+        uint32_t e = equal_before + __popc(me & below_me), trip = 0;
+        for (int j = 0; j < kPassThreads / 32; ++j) {
+          e += j < warp ? warp_equal[j] : 0u;
+          trip += warp_equal[j];
+        }
+        __syncthreads();  // read before the next trip writes them
+        if (equal && e < take_equal) {
+          vals[n_above + e] = raw;
+          idx[n_above + e] = i;
+        }
+        equal_before += trip;
+      } else if (me != 0) {
+        const int leader = __ffs(me) - 1;
+        uint32_t first = 0;
+        if (lane == leader) first = atomicAdd(&s.equal, static_cast<uint32_t>(__popc(me)));
+        first = __shfl_sync(0xffffffffu, first, leader);
+        const uint32_t e = first + __popc(me & below_me);
+        if (equal && e < take_equal) {
+          vals[n_above + e] = raw;
+          idx[n_above + e] = i;
+        }
       }
     }
   }

@@ -387,6 +387,7 @@ inline constexpr int kPassBins = 1 << kPassBits;
 inline constexpr int kPassThreads = 512;
 inline constexpr int kPassPickThreads = kPassBins / 2;  // two bins a thread
 inline constexpr int kPassCtasPerSm = 4;
+inline constexpr int kPassUnroll = 4;  // loads a thread issues before it uses them
 
 // One row's selection, after its histogram in the workspace.
 struct PassState {
