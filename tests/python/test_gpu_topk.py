@@ -889,6 +889,8 @@ def test_empty_and_k_zero():
             sv, si = torch.topk(x, k)
         ov, oi = torch.topk(x, k)
         assert ov.shape == sv.shape and oi.shape == si.shape
+        assert ov.dtype == sv.dtype and oi.dtype == si.dtype == torch.int64
+        assert ov.stride() == sv.stride() and oi.stride() == si.stride()
 
 
 def test_invalid_k_raises_like_stock():
@@ -900,8 +902,13 @@ def test_invalid_k_raises_like_stock():
         with pytest.raises(RuntimeError) as ours_err:
             torch.topk(x, k)
         assert str(ours_err.value) == str(stock_err.value)
-    with pytest.raises(IndexError):
-        torch.topk(x, 3, dim=2)
+    for dim in (2, -3):
+        with flyops.disabled():
+            with pytest.raises(IndexError) as stock_err:
+                torch.topk(x, 3, dim=dim)
+        with pytest.raises(IndexError) as ours_err:
+            torch.topk(x, 3, dim=dim)
+        assert str(ours_err.value) == str(stock_err.value)
 
 
 def test_out_variant():
