@@ -13,15 +13,10 @@ import flyops
 from flyops.bench.common import Timer
 
 
-class ReadFlushTimer(Timer):
-    def flush_l2(self):
-        self._sink = self._flush.view(torch.int64).sum()
-
-
 def main():
     cases = [tuple(int(v) for v in a.replace(":", "x").split("x")) for a in sys.argv[1:] if not a.startswith("gemm:")]
     gemms = [tuple(int(v) for v in a[5:].split("x")) for a in sys.argv[1:] if a.startswith("gemm:")]
-    timers = {"write": Timer(reps=40, warmup=5), "read": ReadFlushTimer(reps=40, warmup=5)}
+    timers = {"write": Timer(reps=40, warmup=5), "read": Timer(reps=40, warmup=5, flush="read")}
     timers["read"]._flush = timers["write"]._flush
     for name, t in timers.items():
         print(f"copy 256 MiB, {name} flush: {t.copy_GBps(256 << 20):.0f} GB/s", flush=True)
