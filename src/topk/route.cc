@@ -240,11 +240,14 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
-  if (forced == 22 && p.rows * passes_ctas(p, dev) <= INT_MAX) {  // a 1-D grid of CTAs
-    plan.kind = TopkPlan::Kind::kPasses;
-    plan.cluster = passes_ctas(p, dev);
-    plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output
-    return plan;
+  if (forced == 22) {
+    const int ctas = passes_ctas(p, dev);
+    if (p.rows * ctas <= INT_MAX) {  // a 1-D grid of CTAs
+      plan.kind = TopkPlan::Kind::kPasses;
+      plan.cluster = ctas;
+      plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output
+      return plan;
+    }
   }
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
@@ -401,9 +404,17 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
   }
 }
 
-std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
+namespace {
+// The call as the plan's kernels run it: a sort_after plan selects unsorted.
+TopkParams as_run(const TopkParams& call, const TopkPlan& plan) {
   TopkParams p = call;
   if (plan.sort_after) p.sorted = false;
+  return p;
+}
+}  // namespace
+
+std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
+  const TopkParams p = as_run(call, plan);
   if (plan.kind == TopkPlan::Kind::kDelegate && plan.finish != 0)
     return static_cast<std::size_t>(
         topk::finish_layout(p, plan.group, topk::finish_capacity(plan.finish), plan.screen != 0).total);
@@ -421,8 +432,7 @@ std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
 }
 
 Status topk_run(const TopkParams& call, const TopkPlan& plan) {
-  TopkParams p = call;
-  if (plan.sort_after) p.sorted = false;
+  const TopkParams p = as_run(call, plan);
   const topk::DtypeOps* ops = topk::ops_for(p.dtype);
   if (ops == nullptr || !plan.flyops()) return Status::kUnsupported;
   if (p.workspace_bytes < topk_workspace_bytes(p, plan))
