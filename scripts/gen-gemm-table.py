@@ -7,8 +7,8 @@ one process).
 A measured shape routes to flyops where its forced kernel beat stock by at least the margin
 in every run given, and to stock otherwise; CTA pairs (multicast B) where they beat both by
 the margin in every run; shapes the kernel does not take are left out (gemm_supports decides
-them). The router answers these shapes from the table and every
-other one by tuned_table.h's class rules. The runs' provenance goes into the file.
+them). The router answers these shapes from the table and every other one by
+tuned_table.h's class rules. The runs' provenance goes into the file.
 
     scripts/gen-gemm-table.py bench/results/h200/gemm_tune.json bench/results/h200/gemm_tune_read.json
 """

@@ -44,9 +44,9 @@ def main(argv=None):
     if args.tune:
         mod = {"topk": topk, "gemm": gemm}.get(args.op, rms_norm)
         rows = mod.tune(timer, passes=args.passes.split(",")) if args.passes and mod is gemm else mod.tune(timer)
-        stem = f"{mod.__name__.rsplit('.', 1)[1]}_tune" + ("" if args.flush == "write" else f"_{args.flush}")
-        head = common.header(stem.split("_tune")[0], timer)
-        del head["cases"]
+        op = mod.__name__.rsplit(".", 1)[1]
+        stem = f"{op}_tune" + ("" if args.flush == "write" else f"_{args.flush}")
+        head = {key: v for key, v in common.header(op, timer).items() if key != "cases"}
         path = common.write({**head, "flush": args.flush, "rows": rows}, out_dir, stem)
         print(f"wrote {path}")
         return 0
