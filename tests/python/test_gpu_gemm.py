@@ -777,29 +777,29 @@ def test_out_resized_like_stock():
             assert r.data_ptr() == oo.data_ptr() and oo.shape == so.shape and oo.stride() == so.stride(), what
             assert o_kept == s_kept and o_warn == s_warn, (what, o_warn, s_warn)
             check_exact(oo, want, where, None, what)
-        errors = []
-        for disabled in (True, False):
-            try:
-                with flyops.disabled("gemm") if disabled else contextlib.nullcontext():
-                    fn(nan_full((113, 264), torch.float32))
-                errors.append(None)
-            except RuntimeError as e:
-                errors.append(str(e))
-        assert errors[0] is not None and errors[0] == errors[1], (name, errors)
+        seen = rejected(fn, (113, 264), torch.float32)
+        assert seen[0][0] is not None and seen[0] == seen[1], (name, seen)
     # A call stock rejects (operands of two dtypes): its error, with out= left as stock leaves it.
     b16 = b.to(torch.float16)
     for name, fn in (("mm.out", lambda o: torch.mm(a, b16, out=o)),
                      ("addmm.out", lambda o: torch.addmm(bias, a, b16, out=o))):
-        seen = []
-        for disabled in (True, False):
-            o = nan_full((3, 5), bf)
-            try:
-                with flyops.disabled("gemm") if disabled else contextlib.nullcontext():
-                    fn(o)
-                seen.append((None, tuple(o.shape)))
-            except RuntimeError as e:
-                seen.append((str(e), tuple(o.shape)))
+        seen = rejected(fn, (3, 5), bf)
         assert seen[0][0] is not None and seen[0] == seen[1], (name, seen)
+
+
+def rejected(fn, out_shape, out_dtype):
+    """fn(out) on a fresh NaN out=, by stock then through flyops: each side's error text (None
+    if it ran) and out's shape afterwards."""
+    seen = []
+    for disabled in (True, False):
+        o = nan_full(out_shape, out_dtype)
+        try:
+            with flyops.disabled("gemm") if disabled else contextlib.nullcontext():
+                fn(o)
+            seen.append((None, tuple(o.shape)))
+        except RuntimeError as e:
+            seen.append((str(e), tuple(o.shape)))
+    return seen
 
 
 @pytest.mark.usefixtures("ours")
