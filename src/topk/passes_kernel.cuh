@@ -4,8 +4,8 @@
 // prefix chosen so far (shared-memory counts, added into the row's histogram in the
 // workspace); a one-CTA pick a row then takes the digit that holds the k-th key and extends
 // the prefix. After the last digit the prefix is the k-th key itself, and the write pass
-// stores every element above it and as many equal to it as k still needs, each warp claiming
-// its output slots with one atomic. Equal keys have equal bits except NaNs: where the k-th
+// stores every element above it and as many equal to it as k still needs, each CTA claiming
+// a trip's output slots with one atomic. Equal keys have equal bits except NaNs: where the k-th
 // key is the NaN key, a tally pass counts each CTA's NaNs first and the write takes the
 // lowest positions, as stock does. Stream order is the only synchronisation (a CUDA graph
 // replays it); the output is unsorted (the caller sorts a sorted call: sort_after).
@@ -142,14 +142,17 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   if (threadIdx.x == 0) a.equal[blockIdx.x] = total;
 }
 
-// Every element above the k-th key, and k_left of those equal to it, into the row's output;
-// a warp claims its slots above with one atomic. Equal ones: by one atomic a warp too, or,
-// when they are NaNs, by position (the CTAs before this one from the tally, then this CTA's
-// warps in order).
+// Every element above the k-th key, and k_left of those equal to it, into the row's output.
+// A CTA claims its slots for a trip (kPassUnroll x kPassThreads elements) with one atomic: a
+// warp each contended on one address once a large k puts most warps above (bf16 2^24 at
+// k = 2^22 ran 2x slower than stock). Equal ones: by one atomic too, or, when they are NaNs,
+// by position (the CTAs before this one from the tally, then this CTA's trips in order).
 template <typename Keys>
 __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes_write(flyops::topk::PassesArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
+  constexpr int kWarps = kPassThreads / 32, kSlots = kPassUnroll * kWarps;
+  static_assert(kSlots == 64, "the scan below gives each lane of one warp two (unroll, warp) slots");
   const int64_t row = blockIdx.x / a.ctas;
   PassState& s = a.state[row];
   const uint32_t kth = s.prefix, take_equal = s.k_left;
@@ -162,58 +165,74 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
   const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
   const bool ordered = is_nan_key<Keys>(kth, a.largest);
-  __shared__ uint32_t warp_equal[kPassThreads / 32];
-  uint32_t equal_before = 0;  // ordered: equal elements at lower positions of the row
-  if (ordered)
-    for (int64_t c = row * a.ctas; c < static_cast<int64_t>(blockIdx.x); ++c) equal_before += a.equal[c];
-  for (int64_t base = lo; base < end; base += kPassUnroll * blockDim.x) {  // the same trips for every thread
-    Raw r[kPassUnroll];  // the loads first; then the elements in position order
+  // Per (unroll, warp) slot, in position order: counts, then the output offsets. Two buffers,
+  // so a trip's counts never overwrite offsets the trip before is still reading.
+  __shared__ uint32_t above_at[2][kSlots], equal_at[2][kSlots];
+  uint32_t equal_before = 0;  // warp 0, ordered: equal elements at lower positions of the row
+  if (ordered && warp == 0) {
+    for (int64_t c = row * a.ctas + lane; c < static_cast<int64_t>(blockIdx.x); c += 32) equal_before += a.equal[c];
+    for (int d = 16; d > 0; d /= 2) equal_before += __shfl_xor_sync(0xffffffffu, equal_before, d);
+  }
+  int buf = 0;
+  for (int64_t base = lo; base < end; base += kPassUnroll * blockDim.x, buf ^= 1) {  // the same trips for every thread
+    Raw r[kPassUnroll];  // the loads first
 #pragma unroll
     for (int u = 0; u < kPassUnroll; ++u) {
       const int64_t i = base + u * blockDim.x + threadIdx.x;
       r[u] = i < end ? xr[i] : Raw{0};
     }
+    uint32_t ma[kPassUnroll], me[kPassUnroll];
+    bool any = false;
 #pragma unroll
     for (int u = 0; u < kPassUnroll; ++u) {
       const int64_t i = base + u * blockDim.x + threadIdx.x;
-      const Raw raw = r[u];
-      const uint32_t key = i < end ? order_key<Keys>(raw, a.largest) : 0u;
-      const bool above = i < end && key > kth, equal = i < end && key == kth;
-      const uint32_t ma = __ballot_sync(0xffffffffu, above);
-      if (ma != 0) {
-        const int leader = __ffs(ma) - 1;
-        uint32_t first = 0;
-        if (lane == leader) first = atomicAdd(&s.above, static_cast<uint32_t>(__popc(ma)));
-        first = __shfl_sync(0xffffffffu, first, leader);
-        if (above) {
-          const uint32_t slot = first + __popc(ma & below_me);
-          vals[slot] = raw;
-          idx[slot] = i;
-        }
+      const uint32_t key = i < end ? order_key<Keys>(r[u], a.largest) : 0u;
+      ma[u] = __ballot_sync(0xffffffffu, i < end && key > kth);
+      me[u] = __ballot_sync(0xffffffffu, i < end && key == kth);
+      any |= (ma[u] | me[u]) != 0;
+      if (lane == 0) {
+        above_at[buf][u * kWarps + warp] = static_cast<uint32_t>(__popc(ma[u]));
+        equal_at[buf][u * kWarps + warp] = static_cast<uint32_t>(__popc(me[u]));
       }
-      const uint32_t me = __ballot_sync(0xffffffffu, equal);
-      if (ordered) {  // uniform over the CTA
-        if (lane == 0) warp_equal[warp] = static_cast<uint32_t>(__popc(me));
-        __syncthreads();
-        uint32_t e = equal_before + __popc(me & below_me), trip = 0;
-        for (int j = 0; j < kPassThreads / 32; ++j) {
-          e += j < warp ? warp_equal[j] : 0u;
-          trip += warp_equal[j];
+    }
+    if (!__syncthreads_or(any)) continue;  // most trips at a small k: nothing to store
+    if (warp == 0) {  // exclusive scans of both counts over the slots, one atomic each
+      uint32_t* const at[2] = {above_at[buf], equal_at[buf]};
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t c0 = at[q][2 * lane], c1 = at[q][2 * lane + 1];
+        uint32_t incl = c0 + c1;
+#pragma unroll
+        for (int d = 1; d < 32; d *= 2) {
+          const uint32_t v = __shfl_up_sync(0xffffffffu, incl, d);
+          if (lane >= d) incl += v;
         }
-        __syncthreads();  // read before the next trip writes them
-        if (equal && e < take_equal) {
-          vals[n_above + e] = raw;
-          idx[n_above + e] = i;
-        }
-        equal_before += trip;
-      } else if (me != 0) {
-        const int leader = __ffs(me) - 1;
+        const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
         uint32_t first = 0;
-        if (lane == leader) first = atomicAdd(&s.equal, static_cast<uint32_t>(__popc(me)));
-        first = __shfl_sync(0xffffffffu, first, leader);
-        const uint32_t e = first + __popc(me & below_me);
-        if (equal && e < take_equal) {
-          vals[n_above + e] = raw;
+        if (q == 1 && ordered) {
+          first = equal_before;
+          equal_before += total;
+        } else if (lane == 0 && total != 0) {
+          first = atomicAdd(q == 0 ? &s.above : &s.equal, total);
+        }
+        if (!(q == 1 && ordered)) first = __shfl_sync(0xffffffffu, first, 0);
+        at[q][2 * lane] = first + incl - c0 - c1;
+        at[q][2 * lane + 1] = first + incl - c1;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < kPassUnroll; ++u) {
+      const int64_t i = base + u * blockDim.x + threadIdx.x;
+      if ((ma[u] >> lane) & 1u) {
+        const uint32_t slot = above_at[buf][u * kWarps + warp] + __popc(ma[u] & below_me);
+        vals[slot] = r[u];
+        idx[slot] = i;
+      }
+      if ((me[u] >> lane) & 1u) {
+        const uint32_t e = equal_at[buf][u * kWarps + warp] + __popc(me[u] & below_me);
+        if (e < take_equal) {
+          vals[n_above + e] = r[u];
           idx[n_above + e] = i;
         }
       }

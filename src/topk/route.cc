@@ -191,6 +191,16 @@ int passes_ctas(const TopkParams& p, const DeviceInfo& dev) {
   return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
 }
 
+// The radix passes: any k, in a 1-D grid of passes_ctas CTAs a row.
+bool passes_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) {
+  const int ctas = passes_ctas(p, dev);
+  if (p.rows * ctas > INT_MAX) return false;
+  plan.kind = TopkPlan::Kind::kPasses;
+  plan.cluster = ctas;
+  plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output
+  return true;
+}
+
 }  // namespace
 
 Support topk_supports(const TopkParams& p, const DeviceInfo& dev) {
@@ -240,15 +250,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
-  if (forced == 22) {
-    const int ctas = passes_ctas(p, dev);
-    if (p.rows * ctas <= INT_MAX) {  // a 1-D grid of CTAs
-      plan.kind = TopkPlan::Kind::kPasses;
-      plan.cluster = ctas;
-      plan.sort_after = p.sorted && p.k > 1;  // the passes never order their output
-      return plan;
-    }
-  }
+  if (forced == 22 && passes_plan(p, dev, plan)) return plan;
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
   if ((forced == 2 || forced == 11) && cluster_fits(p.n, forced_c, p.dtype, p.k, p.sorted)) {
@@ -311,6 +313,9 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (two_stage_plan(p, dev, plan)) return plan;
+  // Where no selection holds k: the radix passes in global memory, faster than stock on every
+  // such shape measured (perf-notes, "TopK v89").
+  if (c == 0 && forced < 0 && passes_plan(p, dev, plan)) return plan;
   return stock(c == 0 ? kTooLargeForTwoStages : kSortTooLarge);
 }
 

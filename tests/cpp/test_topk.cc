@@ -555,9 +555,15 @@ TEST(TopkRoute, RefusalsSayWhy) {
   EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 101), kH200).find("k larger"), std::string::npos);
   EXPECT_NE(reason(params(DType::kFloat32, 0, 100, 5), kH200).find("empty"), std::string::npos);
   EXPECT_NE(reason(params(DType::kFloat32, 4, 100, 0), kH200).find("k == 0"), std::string::npos);
-  // Neither the selection nor a sort holds 2^20 of a row of 2^24.
-  EXPECT_NE(reason(params(DType::kFloat32, 1, int64_t{1} << 24, int64_t{1} << 20), kH200).find("too large"),
-            std::string::npos);
+  // No selection in shared memory holds 2^20 of a row of 2^24, or 70000 of each of 16 rows
+  // of 2^22: the radix passes in global memory, sorted after them where asked.
+  for (auto [rows, n, k] : {std::tuple{1, int64_t{1} << 24, int64_t{1} << 20}, std::tuple{16, int64_t{1} << 22, int64_t{70000}}})
+    for (DType dt : {DType::kFloat32, DType::kBFloat16})
+      for (bool sorted : {false, true}) {
+        const TopkPlan plan = topk_choose(params(dt, rows, n, k, sorted), kH200);
+        EXPECT_EQ(plan.kind, TopkPlan::Kind::kPasses) << rows << "x" << n << " k=" << k;
+        EXPECT_EQ(plan.sort_after, sorted);
+      }
   // A sorted k past the kernels' sorts: the unsorted selection, ordered by the caller after
   // it (sort_after); the same k unsorted is the same plan without the sort.
   const TopkPlan unsorted = topk_choose(params(DType::kFloat32, 1, 100000, 60000, false), kH200);

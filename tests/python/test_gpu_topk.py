@@ -132,6 +132,22 @@ def test_huge_row(k, dtype):
     assert_same_as_stock(randn((1 << 24,), dtype), k)
 
 
+# ---- where no selection holds k: the radix passes in global memory ---------------------------
+NO_SELECTION = [((1, 1 << 24), 1 << 20, torch.float32), ((16, 1 << 22), 70000, torch.bfloat16),
+                ((1, 1 << 24), 1 << 22, torch.float16)]
+
+
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("shape,k,dtype", NO_SELECTION,
+                         ids=[f"{r}x{n}-k{k}-{DNAME[d]}" for (r, n), k, d in NO_SELECTION])
+def test_no_selection_holds_k_takes_the_passes(shape, k, dtype, sorted):
+    x = randn(shape, dtype)
+    route = torch.ops.flyops._route_topk(x, k, -1, True, sorted)
+    assert route.startswith("flyops_topk_passes<") and route.endswith("+sort") == sorted, route
+    assert_same_as_stock(x, k, sorted=sorted, expect="flyops")
+    assert_same_as_stock(x, k, largest=False, sorted=sorted, expect="flyops")
+
+
 # ---- a sorted k past the kernels' sorts: the unsorted selection, then PyTorch's sort ----------
 SORT_AFTER = [((1, 100000), 60000, torch.float32), ((1, 100000), 60000, torch.bfloat16),
               ((3, 131071), 131071, torch.float32), ((3, 131071), 131071, torch.bfloat16),
