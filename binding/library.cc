@@ -83,8 +83,13 @@ std::string route_topk(const at::Tensor& self, int64_t k, int64_t dim, bool larg
 }
 
 // The GEMM decision for a @ b (2-D: mm, 3-D: bmm) into a fresh output, on a described GPU.
-std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_major, int64_t cc_minor, int64_t sms) {
-  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms));
+// gpu picks the per-shape table's part: "H200", "H100", another name (neither), or "" for
+// the part a holds when it is on a GPU (as the call would route there), else the H200.
+std::string route_gemm(const at::Tensor& a, const at::Tensor& b, int64_t cc_major, int64_t cc_minor, int64_t sms,
+                       c10::string_view gpu) {
+  Gpu part = gpu == "H200" ? Gpu::kH200 : gpu == "H100" ? Gpu::kH100 : Gpu::kOther;
+  if (gpu.empty()) part = a.is_cuda() ? device_info(a.get_device()).gpu : Gpu::kH200;
+  const DeviceInfo dev = fake_device_info(int(cc_major), int(cc_minor), int(sms), part);
   const bool batched = a.dim() == 3;
   const GemmCall call{batched ? "bmm" : "mm", &a, &b, nullptr, 0.0, 1.0, nullptr, batched};
   GemmDecision d = decide_gemm(call, dev);
@@ -150,7 +155,7 @@ TORCH_LIBRARY(flyops, m) {
   // and a cluster size (0: the router's). Benchmarks only.
   m.def("_topk_force(int kind, int cluster=0) -> ()",
         [](int64_t kind, int64_t cluster) { topk_force(int(kind), int(cluster)); });
-  m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132) -> str",
+  m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132, str gpu=\"\") -> str",
         &route_gemm);
   // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.
   m.def("_route_attention(Tensor q, Tensor k, Tensor v, bool flash=False, bool causal=False, bool lse=False, "

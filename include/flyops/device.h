@@ -4,11 +4,17 @@
 
 namespace flyops {
 
+// Which Hopper part, where a router keeps measurements of one part only (the GEMM's
+// per-shape table): the H100's memory is about 70% of the H200's, so memory-bound shapes
+// can rank the other way.
+enum class Gpu : int { kOther = 0, kH100 = 1, kH200 = 2 };
+
 struct DeviceInfo {
   int index = -1;
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;
+  Gpu gpu = Gpu::kOther;             // from the device's name
   bool valid = false;                // false when the query failed (no driver, bad index)
 
   // flyops kernels are built for sm_90a only: H100 / H200.
@@ -19,6 +25,6 @@ struct DeviceInfo {
 const DeviceInfo& device_info(int device_index);
 
 // A synthetic description for routing decisions without a GPU (tests, explain).
-DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count);
+DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count, Gpu gpu = Gpu::kH200);
 
 }  // namespace flyops

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+
 #include "per_device.h"
 
 namespace flyops {
@@ -17,6 +19,11 @@ DeviceInfo query(int index) {
   d.valid = attr(cudaDevAttrComputeCapabilityMajor, &d.cc_major) &&
             attr(cudaDevAttrComputeCapabilityMinor, &d.cc_minor) &&
             attr(cudaDevAttrMultiProcessorCount, &d.sm_count);
+  cudaDeviceProp prop;
+  if (d.valid && cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
+    if (std::strstr(prop.name, "H200") != nullptr) d.gpu = Gpu::kH200;
+    else if (std::strstr(prop.name, "H100") != nullptr) d.gpu = Gpu::kH100;
+  }
   if (!d.valid) cudaGetLastError();  // leave no sticky error for the caller's next check
   return d;
 }
@@ -34,8 +41,9 @@ const DeviceInfo& device_info(int index) {
   return infos[index];
 }
 
-DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count) {
+DeviceInfo fake_device_info(int cc_major, int cc_minor, int sm_count, Gpu gpu) {
   DeviceInfo d;
+  d.gpu = gpu;
   d.index = -1;
   d.cc_major = cc_major;
   d.cc_minor = cc_minor;

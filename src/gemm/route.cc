@@ -26,7 +26,7 @@ GemmPlan gemm_choose(const GemmParams& p, const DeviceInfo& dev) {
   const Support s = gemm_supports(p, dev);
   if (!s.ok) return GemmPlan{false, s.reason};
   if (force == 1) return GemmPlan{true, ""};
-  if (const gemm::MeasuredShape* m = gemm::find_measured(p, gemm::kMeasuredShapes))
+  if (const gemm::MeasuredShape* m = gemm::find_measured(p, dev.gpu, gemm::kMeasuredShapes))
     return m->flyops ? GemmPlan{true, "", m->cluster}
                      : GemmPlan{false, "stock measured faster on this shape (gemm/measured_shapes.inc)"};
   if (gemm::measured_faster(p)) return GemmPlan{true, ""};

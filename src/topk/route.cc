@@ -314,8 +314,9 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
   }
   if (two_stage_plan(p, dev, plan)) return plan;
   // Where no selection holds k: the radix passes in global memory, faster than stock on every
-  // such shape measured (perf-notes, "TopK v89").
-  if (c == 0 && forced < 0 && passes_plan(p, dev, plan)) return plan;
+  // such shape measured (perf-notes, "TopK v90"). A sorted call comes here unsorted, from
+  // topk_choose, so that it takes two stages wherever they hold the unsorted k.
+  if (c == 0 && forced < 0 && (!p.sorted || p.k == 1) && passes_plan(p, dev, plan)) return plan;
   return stock(c == 0 ? kTooLargeForTwoStages : kSortTooLarge);
 }
 

@@ -140,26 +140,32 @@ TEST(GemmRouter, TableClasses) {
 // stock, and the router answers each measured shape as its entry says.
 TEST(GemmRouter, MeasuredShapes) {
   using gemm::MeasuredShape;
-  const std::array<MeasuredShape, 3> table{{
-      {4096, 4095, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.5f},
-      {16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.97f},
-      {16, 6144, 4096, 1, true, false, DType::kBFloat16, true, 2, 1.1f},
+  const std::array<MeasuredShape, 4> table{{
+      {Gpu::kH200, 4096, 4095, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.5f},
+      {Gpu::kH200, 16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.97f},
+      {Gpu::kH200, 16, 6144, 4096, 1, true, false, DType::kBFloat16, true, 2, 1.1f},
+      {Gpu::kH100, 16, 6144, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.2f},
   }};
-  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4096), table), &table[0]);
-  EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), table), &table[1]);
+  constexpr Gpu h200 = Gpu::kH200;
+  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4096), h200, table), &table[0]);
+  EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), h200, table), &table[1]);
+  // each part's own entry; none for a part with no runs
+  EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), Gpu::kH100, table), &table[3]);
+  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4096), Gpu::kH100, table), nullptr);
+  EXPECT_EQ(gemm::find_measured(params(16, 6144, 4096), Gpu::kOther, table), nullptr);
   GemmParams n_major = params(16, 6144, 4096);
   n_major.b = {g_buf + 256, 6144, false};
-  EXPECT_EQ(gemm::find_measured(n_major, table), &table[2]);
+  EXPECT_EQ(gemm::find_measured(n_major, h200, table), &table[2]);
   GemmParams fp16 = params(16, 6144, 4096);
   fp16.dtype = DType::kFloat16;
-  EXPECT_EQ(gemm::find_measured(fp16, table), nullptr);
+  EXPECT_EQ(gemm::find_measured(fp16, h200, table), nullptr);
   GemmParams batched = params(16, 6144, 4096);
   batched.batch = 2;
-  EXPECT_EQ(gemm::find_measured(batched, table), nullptr);
+  EXPECT_EQ(gemm::find_measured(batched, h200, table), nullptr);
   GemmParams padded = params(4096, 4095, 4096);  // an out= with aligned rows: not what ran
   padded.ldc = 4096;
-  EXPECT_EQ(gemm::find_measured(padded, table), nullptr);
-  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4104), table), nullptr);
+  EXPECT_EQ(gemm::find_measured(padded, h200, table), nullptr);
+  EXPECT_EQ(gemm::find_measured(params(4096, 4095, 4104), h200, table), nullptr);
   for (const MeasuredShape& m : gemm::kMeasuredShapes) {
     if (m.flyops) EXPECT_GE(m.worst_speedup, 1.0f) << m.M << "x" << m.N << "x" << m.K;
     GemmParams p = params(m.M, m.N, m.K);
@@ -169,8 +175,9 @@ TEST(GemmRouter, MeasuredShapes) {
     p.b = {g_buf + 256, m.b_k_major ? m.K : m.N, m.b_k_major};
     p.a.batch_stride = m.M * m.K, p.b.batch_stride = m.N * m.K, p.batch_stride_c = m.M * m.N;
     EXPECT_TRUE(m.cluster == 0 || m.cluster == 2);
-    if (!gemm_supports(p, kH200).ok) continue;
-    const GemmPlan plan = gemm_choose(p, kH200);
+    const DeviceInfo dev = fake_device_info(9, 0, 132, m.gpu);
+    if (!gemm_supports(p, dev).ok) continue;
+    const GemmPlan plan = gemm_choose(p, dev);
     EXPECT_EQ(plan.flyops, m.flyops) << m.M << "x" << m.N << "x" << m.K;
     EXPECT_EQ(plan.cluster, m.flyops ? m.cluster : 0);
   }

@@ -564,6 +564,11 @@ TEST(TopkRoute, RefusalsSayWhy) {
         EXPECT_EQ(plan.kind, TopkPlan::Kind::kPasses) << rows << "x" << n << " k=" << k;
         EXPECT_EQ(plan.sort_after, sorted);
       }
+  // Two stages hold 16384 of a row of 2^20 unsorted, not sorted: a sorted call takes them,
+  // sorted after, and not the passes.
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 20, 16384)),
+            plan_name(params(DType::kFloat32, 1, 1 << 20, 16384, false)) + "+sort");
+  EXPECT_EQ(topk_choose(params(DType::kFloat32, 1, 1 << 20, 16384), kH200).kind, TopkPlan::Kind::kTwoStage);
   // A sorted k past the kernels' sorts: the unsorted selection, ordered by the caller after
   // it (sort_after); the same k unsorted is the same plan without the sort.
   const TopkPlan unsorted = topk_choose(params(DType::kFloat32, 1, 100000, 60000, false), kH200);

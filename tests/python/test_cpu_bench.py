@@ -87,10 +87,22 @@ def test_gemm_table_generator(tmp_path):
     text = out.read_text()
     entries = [line.strip() for line in text.splitlines() if line.startswith("    {")]
     assert len(entries) == 3, entries  # the batched shape was in one run only; fp32 is not a GEMM dtype here
-    assert entries[0].startswith("{1, 4096, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.101f},")
-    assert entries[1].startswith("{16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
-    assert entries[2].startswith("{4096, 4096, 4096, 1, true, true, DType::kBFloat16, true, 2, 1.053f},")
+    assert entries[0].startswith("{Gpu::kH200, 1, 4096, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.101f},")
+    assert entries[1].startswith("{Gpu::kH200, 16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
+    assert entries[2].startswith("{Gpu::kH200, 4096, 4096, 4096, 1, true, true, DType::kBFloat16, true, 2, 1.053f},")
     assert "std::array<MeasuredShape, 3> kMeasuredShapes" in text
     assert "NVIDIA H200, torch 2.11.0+cu130, commit abcdef012345, 2026-12-05T08:00:00Z, flush read" in text
+
+    # an H100's runs are decided alone, into entries of their own; H100 entries come first
+    h100 = dict(write, device="NVIDIA H100 80GB HBM3", rows=[row(16, 6144, 4096, "nt", 0.0200, 0.0150)])
+    (tmp_path / "h100.json").write_text(json.dumps(h100))
+    assert gen.main(paths + [str(tmp_path / "h100.json"), "--out", str(out)]) == 0
+    entries = [line.strip() for line in out.read_text().splitlines() if line.startswith("    {")]
+    assert len(entries) == 4, entries
+    assert entries[0].startswith("{Gpu::kH100, 16, 6144, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.333f},")
+    assert entries[2].startswith("{Gpu::kH200, 16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
+    (tmp_path / "a100.json").write_text(json.dumps(dict(write, device="NVIDIA A100-SXM4-80GB")))
+    with pytest.raises(ValueError, match="neither an H100 nor an H200"):
+        gen.main([str(tmp_path / "a100.json"), "--out", str(out)])
     assert gen.key_of({"M": 2, "N": 3, "K": 4, "layout": "nn", "dtype": "float16"}) == (2, 3, 4, 1, True, False,
                                                                                         "float16")

@@ -317,6 +317,9 @@ def test_topk_routing_decisions():
     # a sorted k past the kernels' sorts: the unsorted selection, then PyTorch's sort
     assert r(f32(1, 100000), 60000) == r(f32(1, 100000), 60000, sorted=False) + "+sort"
     assert r(f32(1, 100000), 60000, sorted=False).startswith("flyops_topk_cluster")
+    # two stages hold this k unsorted: a sorted call takes them (not the passes), sorted after
+    assert r(f32(1, 1 << 20), 16384) == r(f32(1, 1 << 20), 16384, sorted=False) + "+sort"
+    assert r(f32(1, 1 << 20), 16384, sorted=False).startswith("flyops_topk_two_stage<fp32")
     # where no selection holds k: the radix passes in global memory, sorted after them
     assert r(f32(1, 1 << 24), 1 << 20).startswith("flyops_topk_passes<fp32,c")
     assert r(f32(1, 1 << 24), 1 << 20).endswith("+sort")
@@ -476,6 +479,21 @@ def test_gemm_router_and_force_modes():
         assert GEMM_KERNEL.fullmatch(text) or (text.startswith("stock (") and text.endswith(")")), text
     finally:
         torch.ops.flyops._gemm_force(0)
+
+
+def test_gemm_router_per_part_table():
+    """src/gemm/measured_shapes.inc holds each part's runs apart: a shape measured on the H100
+    routes there by its entry, with the table's reason; the H200 (no runs of its own yet) and
+    other parts keep the class rules; the explain op's default is the operands' own part, the
+    H200 for CPU tensors."""
+    r = torch.ops.flyops._route_gemm
+    ops = _gemm_operands(1, 14336, 4096, "nt")  # the H100's runs: 1.06x and 0.97x, under the margin
+    assert r(*ops, gpu="H100") == "stock (stock measured faster on this shape (gemm/measured_shapes.inc))"
+    assert r(*ops, gpu="H200").startswith("flyops_gemm_gemv<") and r(*ops) == r(*ops, gpu="H200")
+    assert r(*ops, gpu="A100") == r(*ops, gpu="H200")  # no table: the class rules
+    ops = _gemm_operands(16, 128256, 4096, "nt")  # 1.065x and 1.068x on the H100
+    assert r(*ops, gpu="H100").startswith("flyops_gemm_decode<")
+    assert "tuned_table" in r(*ops, gpu="H200")
 
 
 def test_gemm_router_table_classes():
