@@ -165,21 +165,24 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::I
   if (passed_over(Op::kRmsNorm, input.is_cuda(), [&] { return describe_fwd(input, weight, eps); }))
     return at::cuda::_fused_rms_norm(input, ns, weight, eps);
   FwdDecision d = decide_fwd(input, ns, weight, eps, routing_device(input));
-  const bool ours = d.plan.flyops();
+  bool ours = d.plan.flyops();
+  at::Tensor y, rstd;
+  if (ours) {
+    RECORD_FUNCTION("flyops::rms_norm", std::vector<c10::IValue>());
+    c10::cuda::CUDAGuard device_guard(input.device());
+    y = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+    rstd = at::empty(stat_shape(input, static_cast<int64_t>(ns.size())), input.options().dtype(at::kFloat));
+    d.params.y = y.data_ptr();
+    d.params.rstd = rstd.data_ptr<float>();
+    d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
+    if (!ran_or_refused(rms_norm_fwd(d.params, d.plan), "rms_norm forward")) {
+      ours = false;
+      d.plan.reason = kRefusedAtRun;
+    }
+  }
   report(Op::kRmsNorm, ours, d.plan.reason, [&] { return describe_fwd(input, weight, eps); },
          [&] { return fwd_kernel_name(d); });
   if (!ours) return at::cuda::_fused_rms_norm(input, ns, weight, eps);
-
-  RECORD_FUNCTION("flyops::rms_norm", std::vector<c10::IValue>());
-  c10::cuda::CUDAGuard device_guard(input.device());
-  at::Tensor y = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
-  at::Tensor rstd = at::empty(stat_shape(input, static_cast<int64_t>(ns.size())),
-                              input.options().dtype(at::kFloat));
-  d.params.y = y.data_ptr();
-  d.params.rstd = rstd.data_ptr<float>();
-  d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
-  const Status s = rms_norm_fwd(d.params, d.plan);
-  check_ran(s, "rms_norm forward");
   return {std::move(y), std::move(rstd)};
 }
 
@@ -190,32 +193,35 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
     return at::cuda::_fused_rms_norm_backward(grad_out, input, ns, rstd, weight, mask);
   const DeviceInfo& dev = routing_device(input);
   BwdDecision d = decide_bwd(grad_out, input, ns, rstd, weight, mask, dev);
-  const bool ours = d.plan.flyops();
+  bool ours = d.plan.flyops();
+  at::Tensor dx, dw;
+  if (ours) {
+    RECORD_FUNCTION("flyops::rms_norm_backward", std::vector<c10::IValue>());
+    c10::cuda::CUDAGuard device_guard(input.device());
+    if (d.params.dx != nullptr) {
+      dx = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
+      d.params.dx = dx.data_ptr();
+    }
+    if (d.params.dweight != nullptr) {
+      dw = at::empty(weight->sizes(), weight->options());
+      d.params.dweight = dw.data_ptr();
+    }
+    const std::size_t ws_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, dev);
+    at::Tensor ws;
+    if (ws_bytes > 0) {
+      ws = at::empty({static_cast<int64_t>(ws_bytes)}, input.options().dtype(at::kByte));
+      d.params.workspace = ws.data_ptr();
+      d.params.workspace_bytes = ws_bytes;
+    }
+    d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
+    if (!ran_or_refused(rms_norm_bwd(d.params, d.plan), "rms_norm backward")) {
+      ours = false;
+      d.plan.reason = kRefusedAtRun;
+    }
+  }
   report(Op::kRmsNormBackward, ours, d.plan.reason,
          [&] { return describe_bwd(grad_out, input, weight, mask); }, [&] { return bwd_kernel_name(d); });
   if (!ours) return at::cuda::_fused_rms_norm_backward(grad_out, input, ns, rstd, weight, mask);
-
-  RECORD_FUNCTION("flyops::rms_norm_backward", std::vector<c10::IValue>());
-  c10::cuda::CUDAGuard device_guard(input.device());
-  at::Tensor dx, dw;
-  if (d.params.dx != nullptr) {
-    dx = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
-    d.params.dx = dx.data_ptr();
-  }
-  if (d.params.dweight != nullptr) {
-    dw = at::empty(weight->sizes(), weight->options());
-    d.params.dweight = dw.data_ptr();
-  }
-  const std::size_t ws_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, dev);
-  at::Tensor ws;
-  if (ws_bytes > 0) {
-    ws = at::empty({static_cast<int64_t>(ws_bytes)}, input.options().dtype(at::kByte));
-    d.params.workspace = ws.data_ptr();
-    d.params.workspace_bytes = ws_bytes;
-  }
-  d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
-  const Status s = rms_norm_bwd(d.params, d.plan);
-  check_ran(s, "rms_norm backward");
   return {std::move(dx), std::move(dw)};
 }
 

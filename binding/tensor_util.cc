@@ -59,6 +59,15 @@ const DeviceInfo& routing_device(const at::Tensor& t) {
   return device_info(t.get_device());
 }
 
+bool ran_or_refused(Status s, const char* what) {
+  if (s == Status::kUnsupported) {
+    cudaGetLastError();  // a refused opt-in may leave an error; stock's launches must not see it
+    return false;
+  }
+  check_ran(s, what);
+  return true;
+}
+
 void check_ran(Status s, const char* what) {
   if (s == Status::kSuccess) return;
   const cudaError_t e = cudaGetLastError();

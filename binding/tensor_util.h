@@ -30,4 +30,12 @@ const DeviceInfo& routing_device(const at::Tensor& t);
 // this call and not by the next kernel's launch check.
 void check_ran(Status s, const char* what);
 
+// As check_ran, except that kUnsupported (the core refused before or between its launches:
+// a shared-memory or cluster opt-in the driver denied, say) returns false, and the caller
+// runs stock, whose writes replace anything written. True when the call ran.
+bool ran_or_refused(Status s, const char* what);
+
+// The reason logged when the core refused a routed call at run time.
+inline constexpr const char* kRefusedAtRun = "kernel setup refused on this device (shared-memory or cluster opt-in)";
+
 }  // namespace flyops::binding

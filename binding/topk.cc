@@ -96,33 +96,34 @@ bool try_flyops(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bo
       d.plan.reason = "out tensors not usable in place";
     }
   }
-  const bool ours = d.plan.flyops();
+  bool ours = d.plan.flyops();
+  if (ours) {
+    RECORD_FUNCTION("flyops::topk", std::vector<c10::IValue>());
+    c10::cuda::CUDAGuard device_guard(self.device());
+    d.params.values = outs.first.data_ptr();
+    d.params.indices = outs.second.data_ptr<int64_t>();
+    const std::size_t ws_bytes = topk_workspace_bytes(d.params, d.plan);
+    at::Tensor ws;
+    if (ws_bytes > 0) {
+      ws = at::empty({static_cast<int64_t>(ws_bytes)}, self.options().dtype(at::kByte));
+      d.params.workspace = ws.data_ptr();
+      d.params.workspace_bytes = ws_bytes;
+    }
+    d.params.stream = at::cuda::getCurrentCUDAStream(self.get_device()).stream();
+    if (!ran_or_refused(topk_run(d.params, d.plan), "topk")) {
+      ours = false;
+      d.plan.reason = kRefusedAtRun;
+    } else if (d.plan.sort_after) {
+      // A k past the kernels' sorts: PyTorch's sort orders the selection, as stock's topk
+      // orders a k this large (at::sort_out, then a gather of the indices).
+      const auto [sorted_values, order] = at::sort(outs.first, -1, largest);
+      outs.second.copy_(outs.second.gather(-1, order));
+      outs.first.copy_(sorted_values);
+    }
+  }
   report(Op::kTopk, ours, d.plan.reason, [&] { return describe_topk(self, k, dim, largest, sorted); },
          [&] { return topk_kernel_name(d); });
-  if (!ours) return false;
-
-  RECORD_FUNCTION("flyops::topk", std::vector<c10::IValue>());
-  c10::cuda::CUDAGuard device_guard(self.device());
-  d.params.values = outs.first.data_ptr();
-  d.params.indices = outs.second.data_ptr<int64_t>();
-  const std::size_t ws_bytes = topk_workspace_bytes(d.params, d.plan);
-  at::Tensor ws;
-  if (ws_bytes > 0) {
-    ws = at::empty({static_cast<int64_t>(ws_bytes)}, self.options().dtype(at::kByte));
-    d.params.workspace = ws.data_ptr();
-    d.params.workspace_bytes = ws_bytes;
-  }
-  d.params.stream = at::cuda::getCurrentCUDAStream(self.get_device()).stream();
-  const Status s = topk_run(d.params, d.plan);
-  check_ran(s, "topk");
-  if (d.plan.sort_after) {
-    // A k past the kernels' sorts: PyTorch's sort orders the selection, as stock's topk
-    // orders a k this large (at::sort_out, then a gather of the indices).
-    const auto [sorted_values, order] = at::sort(outs.first, -1, largest);
-    outs.second.copy_(outs.second.gather(-1, order));
-    outs.first.copy_(sorted_values);
-  }
-  return true;
+  return ours;
 }
 
 std::tuple<at::Tensor, at::Tensor> topk(const at::Tensor& self, c10::SymInt k_sym, int64_t dim,

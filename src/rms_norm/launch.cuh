@@ -86,8 +86,11 @@ struct Launcher {
     using Bt = BwdTraits<T, kVec, kShape>;
     return per_device_once<Launcher<T>, kVec * 1000 + kShape>(dev.index, [&] {
       auto k = bwd_kernel<kVec, kShape>();
-      if (Bt::kSmemBytes > 48 * 1024)
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Bt::kSmemBytes);
+      if (Bt::kSmemBytes > 48 * 1024 &&
+          cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, Bt::kSmemBytes) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;  // the opt-in refused: fused_bwd refuses the call (stock runs it)
+      }
       int units = 0;
       if constexpr (Bt::kCluster > 1) {
         units = tile::max_active_clusters(k, dim3(Bt::kThreads), Bt::kSmemBytes, Bt::kCluster);
@@ -122,6 +125,7 @@ struct Launcher {
       return Status::kUnsupported;
     } else {
       using Bt = BwdTraits<T, kVec, kShape>;
+      if (bwd_resident_units<kVec, kShape>(device_info(p.device)) == 0) return Status::kUnsupported;
       const int64_t units = fused_bwd_grid<kVec, kShape>(p.M, device_info(p.device));
       if (p.M > 0) {
         auto k = bwd_kernel<kVec, kShape>();
