@@ -260,9 +260,8 @@ std::optional<Grads> try_flyops_backward(const AttnBwdCall& call) {
     c10::cuda::CUDAGuard device_guard(q.device());
     AttnBwdParams& p = dn.params;
     at::Tensor dq = at::empty_like(q), dk = at::empty_like(*call.fwd.k), dv = at::empty_like(*call.fwd.v);
-    at::Tensor ws = at::empty({static_cast<int64_t>(attention_bwd_workspace_bytes(p.fwd))}, q.options().dtype(at::kByte));
+    const at::Tensor ws = workspace_tensor(q, attention_bwd_workspace_bytes(p.fwd), &p.workspace);
     p.dq.ptr = dq.data_ptr(), p.dk.ptr = dk.data_ptr(), p.dv.ptr = dv.data_ptr();
-    p.workspace = ws.data_ptr();
     p.fwd.stream = at::cuda::getCurrentCUDAStream(q.get_device()).stream();
     const Status s = attention_bwd_run(p);
     if (s == Status::kUnsupported) {

@@ -188,13 +188,8 @@ at::Tensor try_flyops(const GemmCall& call, MakeFresh&& make_fresh) {
     out = call.out != nullptr ? *call.out : make_fresh();
     dn.params.c = out.data_ptr();
     dn.params.stream = at::cuda::getCurrentCUDAStream(a.get_device()).stream();
-    // The split-K path's partials, from the caching allocator on this stream (freed after
-    // the launch: stream order keeps the memory until the kernels are done with it).
-    at::Tensor workspace;
-    if (const size_t bytes = gemm_workspace_bytes(dn.params, dev)) {
-      workspace = at::empty({static_cast<int64_t>(bytes)}, a.options().dtype(at::kByte));
-      dn.params.workspace = workspace.data_ptr();
-    }
+    // The split-K path's partials.
+    const at::Tensor workspace = workspace_tensor(a, gemm_workspace_bytes(dn.params, dev), &dn.params.workspace);
     const Status s = gemm_run(dn.params);
     if (s == Status::kUnsupported) {  // a tensor map the driver refused: stock, and say why
       ours = false;

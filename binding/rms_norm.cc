@@ -206,13 +206,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
       dw = at::empty(weight->sizes(), weight->options());
       d.params.dweight = dw.data_ptr();
     }
-    const std::size_t ws_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, dev);
-    at::Tensor ws;
-    if (ws_bytes > 0) {
-      ws = at::empty({static_cast<int64_t>(ws_bytes)}, input.options().dtype(at::kByte));
-      d.params.workspace = ws.data_ptr();
-      d.params.workspace_bytes = ws_bytes;
-    }
+    d.params.workspace_bytes = rms_norm_bwd_workspace_bytes(d.params, d.plan, dev);
+    const at::Tensor ws = workspace_tensor(input, d.params.workspace_bytes, &d.params.workspace);
     d.params.stream = at::cuda::getCurrentCUDAStream(input.get_device()).stream();
     if (!ran_or_refused(rms_norm_bwd(d.params, d.plan), "rms_norm backward")) {
       ours = false;

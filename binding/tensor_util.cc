@@ -1,5 +1,7 @@
 #include "tensor_util.h"
 
+#include <ATen/ATen.h>
+
 #include <cuda_runtime_api.h>
 
 #include <sstream>
@@ -57,6 +59,14 @@ const DeviceInfo& routing_device(const at::Tensor& t) {
   static const DeviceInfo kNone{};
   if (!t.is_cuda()) return kNone;
   return device_info(t.get_device());
+}
+
+at::Tensor workspace_tensor(const at::Tensor& like, std::size_t bytes, void** ptr) {
+  *ptr = nullptr;
+  if (bytes == 0) return {};
+  at::Tensor ws = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  *ptr = ws.data_ptr();
+  return ws;
 }
 
 bool ran_or_refused(Status s, const char* what) {

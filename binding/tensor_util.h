@@ -35,6 +35,11 @@ void check_ran(Status s, const char* what);
 // runs stock, whose writes replace anything written. True when the call ran.
 bool ran_or_refused(Status s, const char* what);
 
+// Scratch of `bytes` for a core call from PyTorch's caching allocator on `like`'s device, its
+// address in *ptr (null for 0 bytes). Stream order keeps the memory until the call's kernels
+// are done with it, so the tensor may be dropped once they are launched.
+at::Tensor workspace_tensor(const at::Tensor& like, std::size_t bytes, void** ptr);
+
 // The reason logged when the core refused a routed call at run time.
 inline constexpr const char* kRefusedAtRun = "kernel setup refused on this device (shared-memory or cluster opt-in)";
 

@@ -102,13 +102,8 @@ bool try_flyops(const at::Tensor& self, int64_t k, int64_t dim, bool largest, bo
     c10::cuda::CUDAGuard device_guard(self.device());
     d.params.values = outs.first.data_ptr();
     d.params.indices = outs.second.data_ptr<int64_t>();
-    const std::size_t ws_bytes = topk_workspace_bytes(d.params, d.plan);
-    at::Tensor ws;
-    if (ws_bytes > 0) {
-      ws = at::empty({static_cast<int64_t>(ws_bytes)}, self.options().dtype(at::kByte));
-      d.params.workspace = ws.data_ptr();
-      d.params.workspace_bytes = ws_bytes;
-    }
+    d.params.workspace_bytes = topk_workspace_bytes(d.params, d.plan);
+    const at::Tensor ws = workspace_tensor(self, d.params.workspace_bytes, &d.params.workspace);
     d.params.stream = at::cuda::getCurrentCUDAStream(self.get_device()).stream();
     if (!ran_or_refused(topk_run(d.params, d.plan), "topk")) {
       ours = false;
