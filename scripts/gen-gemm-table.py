@@ -22,15 +22,19 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"bfloat16": "DType::kBFloat16", "float16": "DType::kFloat16"}
-GPUS = {"H100": "Gpu::kH100", "H200": "Gpu::kH200"}  # as device.cc tells them, by name
+GPUS = {"H100": "Gpu::kH100", "H200": "Gpu::kH200"}
 
 
 def gpu_of(run):
-    """The part a run measured, from its device name (device.cc reads the same name)."""
-    found = [g for g in GPUS if g in str(run.get("device"))]
-    if len(found) != 1:
-        raise ValueError(f"{run.get('_path')}: device {run.get('device')!r} is neither an H100 nor an H200")
-    return found[0]
+    """The part a run measured, from its device name by device.cc's gpu_of_name: the SXM
+    boards only ("NVIDIA H100 80GB HBM3", "NVIDIA H200"); PCIe and NVL boards are refused."""
+    name = str(run.get("device"))
+    if "NVL" not in name and "PCIe" not in name:
+        if "H200" in name:
+            return "H200"
+        if "H100" in name and "HBM3" in name:
+            return "H100"
+    raise ValueError(f"{run.get('_path')}: device {name!r} is neither an H100 SXM nor an H200 SXM")
 
 
 def key_of(row):

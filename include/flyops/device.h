@@ -6,8 +6,13 @@ namespace flyops {
 
 // Which Hopper part, where a router keeps measurements of one part only (the GEMM's
 // per-shape table): the H100's memory is about 70% of the H200's, so memory-bound shapes
-// can rank the other way.
+// can rank the other way. Only the SXM boards the runs came from: "NVIDIA H100 80GB HBM3"
+// and "NVIDIA H200"; PCIe and NVL boards (other memory, clocks and power) are kOther.
 enum class Gpu : int { kOther = 0, kH100 = 1, kH200 = 2 };
+
+// The part a device name (cudaDeviceProp::name) names; scripts/gen-gemm-table.py reads run
+// files' device names by the same rule.
+Gpu gpu_of_name(const char* name);
 
 struct DeviceInfo {
   int index = -1;

@@ -20,15 +20,20 @@ DeviceInfo query(int index) {
             attr(cudaDevAttrComputeCapabilityMinor, &d.cc_minor) &&
             attr(cudaDevAttrMultiProcessorCount, &d.sm_count);
   cudaDeviceProp prop;
-  if (d.valid && cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
-    if (std::strstr(prop.name, "H200") != nullptr) d.gpu = Gpu::kH200;
-    else if (std::strstr(prop.name, "H100") != nullptr) d.gpu = Gpu::kH100;
-  }
+  if (d.valid && cudaGetDeviceProperties(&prop, index) == cudaSuccess) d.gpu = gpu_of_name(prop.name);
   if (!d.valid) cudaGetLastError();  // leave no sticky error for the caller's next check
   return d;
 }
 
 }  // namespace
+
+Gpu gpu_of_name(const char* name) {
+  auto has = [&](const char* s) { return std::strstr(name, s) != nullptr; };
+  if (has("NVL") || has("PCIe")) return Gpu::kOther;
+  if (has("H200")) return Gpu::kH200;
+  if (has("H100") && has("HBM3")) return Gpu::kH100;
+  return Gpu::kOther;
+}
 
 const DeviceInfo& device_info(int index) {
   static DeviceInfo infos[kMaxDevices];

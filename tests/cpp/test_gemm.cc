@@ -138,6 +138,14 @@ TEST(GemmRouter, TableClasses) {
 // The per-shape table (src/gemm/measured_shapes.inc, generated): a lookup matches the call's
 // whole key, C's alignment class included; every entry routed to flyops measured faster than
 // stock, and the router answers each measured shape as its entry says.
+// The parts the per-shape table keys on: the SXM boards its runs came from, by name.
+TEST(GemmRouter, GpuPartsByName) {
+  EXPECT_EQ(gpu_of_name("NVIDIA H100 80GB HBM3"), Gpu::kH100);
+  EXPECT_EQ(gpu_of_name("NVIDIA H200"), Gpu::kH200);
+  for (const char* other : {"NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB", ""})
+    EXPECT_EQ(gpu_of_name(other), Gpu::kOther) << other;
+}
+
 TEST(GemmRouter, MeasuredShapes) {
   using gemm::MeasuredShape;
   const std::array<MeasuredShape, 4> table{{

@@ -101,8 +101,9 @@ def test_gemm_table_generator(tmp_path):
     assert len(entries) == 4, entries
     assert entries[0].startswith("{Gpu::kH100, 16, 6144, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.333f},")
     assert entries[2].startswith("{Gpu::kH200, 16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
-    (tmp_path / "a100.json").write_text(json.dumps(dict(write, device="NVIDIA A100-SXM4-80GB")))
-    with pytest.raises(ValueError, match="neither an H100 nor an H200"):
-        gen.main([str(tmp_path / "a100.json"), "--out", str(out)])
+    for name in ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL"):
+        (tmp_path / "other.json").write_text(json.dumps(dict(write, device=name)))
+        with pytest.raises(ValueError, match="neither an H100 SXM nor an H200 SXM"):
+            gen.main([str(tmp_path / "other.json"), "--out", str(out)])
     assert gen.key_of({"M": 2, "N": 3, "K": 4, "layout": "nn", "dtype": "float16"}) == (2, 3, 4, 1, True, False,
                                                                                         "float16")
