@@ -41,6 +41,6 @@ bool ran_or_refused(Status s, const char* what);
 at::Tensor workspace_tensor(const at::Tensor& like, std::size_t bytes, void** ptr);
 
 // The reason logged when the core refused a routed call at run time.
-inline constexpr const char* kRefusedAtRun = "kernel setup refused on this device (shared-memory or cluster opt-in)";
+inline constexpr const char* kRefusedAtRun = "the kernel refused the call at run time (a shared-memory or cluster opt-in the driver denied)";
 
 }  // namespace flyops::binding
