@@ -212,10 +212,10 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
         if (q == 1 && ordered) {
           first = equal_before;
           equal_before += total;
-        } else if (lane == 0 && total != 0) {
-          first = atomicAdd(q == 0 ? &s.above : &s.equal, total);
+        } else {
+          if (lane == 0 && total != 0) first = atomicAdd(q == 0 ? &s.above : &s.equal, total);
+          first = __shfl_sync(0xffffffffu, first, 0);
         }
-        if (!(q == 1 && ordered)) first = __shfl_sync(0xffffffffu, first, 0);
         at[q][2 * lane] = first + incl - c0 - c1;
         at[q][2 * lane + 1] = first + incl - c1;
       }
