@@ -20,8 +20,9 @@ DeviceInfo query(int index) {
             attr(cudaDevAttrComputeCapabilityMinor, &d.cc_minor) &&
             attr(cudaDevAttrMultiProcessorCount, &d.sm_count);
   cudaDeviceProp prop;
-  if (d.valid && cudaGetDeviceProperties(&prop, index) == cudaSuccess) d.gpu = gpu_of_name(prop.name);
-  if (!d.valid) cudaGetLastError();  // leave no sticky error for the caller's next check
+  const bool named = d.valid && cudaGetDeviceProperties(&prop, index) == cudaSuccess;
+  if (named) d.gpu = gpu_of_name(prop.name);
+  if (!named) cudaGetLastError();  // leave no error from a failed query for the caller's next check
   return d;
 }
 
