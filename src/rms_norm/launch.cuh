@@ -125,8 +125,9 @@ struct Launcher {
       return Status::kUnsupported;
     } else {
       using Bt = BwdTraits<T, kVec, kShape>;
-      if (bwd_resident_units<kVec, kShape>(device_info(p.device)) == 0) return Status::kUnsupported;
-      const int64_t units = fused_bwd_grid<kVec, kShape>(p.M, device_info(p.device));
+      const DeviceInfo& dev = device_info(p.device);
+      if (bwd_resident_units<kVec, kShape>(dev) == 0) return Status::kUnsupported;
+      const int64_t units = fused_bwd_grid<kVec, kShape>(p.M, dev);
       if (p.M > 0) {
         auto k = bwd_kernel<kVec, kShape>();
         if constexpr (Bt::kCluster > 1) {
