@@ -8,9 +8,10 @@ Runs are grouped by the part they ran on, and each part gets its own entries: th
 answers a shape from the entries of the part it runs on (memory-bound shapes rank differently
 on the H100's slower memory). A measured shape routes to flyops where its forced kernel beat
 stock by at least the margin in every run of that part, and to stock otherwise; CTA pairs
-(multicast B) where they beat both by the margin in every such run; shapes the kernel does not take are left out (gemm_supports decides
-them). The router answers these shapes from the table and every other one by
-tuned_table.h's class rules. The runs' provenance goes into the file.
+(multicast B) where they beat both by the margin in every such run; shapes the kernel does
+not take are left out (gemm_supports decides them). The router answers these shapes from the
+table and every other one by tuned_table.h's class rules. The runs' provenance goes into the
+file.
 
     scripts/gen-gemm-table.py bench/results/h100/gemm_tune.json bench/results/h100/gemm_tune_read.json \
         bench/results/h200/gemm_tune.json bench/results/h200/gemm_tune_read.json
@@ -50,11 +51,7 @@ def key_of(row):
 def decide(runs, margin):
     """[(gpu, key, flyops, cluster, worst speedup, pass, speedups per run)], each part's runs
     decided alone (parts in GPUS order)."""
-    out = []
-    for gpu in GPUS:
-        mine = [r for r in runs if gpu_of(r) == gpu]
-        out += [(gpu,) + e for e in decide_part(mine, margin)] if mine else []
-    return out
+    return [(gpu,) + e for gpu in GPUS for e in decide_part([r for r in runs if gpu_of(r) == gpu], margin)]
 
 
 def decide_part(runs, margin):
