@@ -454,6 +454,11 @@ struct Launcher {
       a.largest = p.largest;
       a.ctas = ctas;
       a.chunk = (p.n + ctas - 1) / ctas;
+      // 16-byte loads in the count passes where every row starts 16-byte aligned; chunks are
+      // then whole vectors, so every CTA's start is aligned too.
+      constexpr int64_t kV = 16 / sizeof(Raw);
+      a.vec = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && (p.rows == 1 || p.x_row_stride % kV == 0);
+      if (a.vec) a.chunk = (a.chunk + kV - 1) / kV * kV;
       a.hist = reinterpret_cast<uint32_t*>(ws);
       a.state = reinterpret_cast<PassState*>(ws + passes_hist_bytes(p.rows));
       a.equal = reinterpret_cast<uint32_t*>(ws + passes_equal_offset(p.rows));

@@ -30,6 +30,7 @@ struct PassesArgs {
   void* values;       // [rows, k]
   int64_t* indices;
   int shift, bits;    // this pass's digit: bits [shift, shift + bits) of the order key
+  bool vec;           // count passes in 16-byte loads: rows and chunks 16-byte aligned
 };
 
 }  // namespace flyops::topk
@@ -56,15 +57,36 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
   const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
   const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
-  for (int64_t i0 = lo + threadIdx.x; i0 < end; i0 += kPassUnroll * blockDim.x) {
+  auto count = [&](Raw raw) {
+    const uint32_t key = order_key<Keys>(raw, a.largest);
+    if (((key ^ prefix) & high) == 0) atomicAdd(&bins[(key >> a.shift) & digit], 1u);
+  };
+  int64_t scalar_lo = lo;
+  if (a.vec && lo < end) {  // whole 16-byte vectors from lo (aligned), kPassUnroll in flight a thread
+    constexpr int kV = 16 / sizeof(Raw);
+    const int64_t nvec = (end - lo) / kV;
+    const uint4* xv = reinterpret_cast<const uint4*>(xr + lo);
+    for (int64_t v0 = threadIdx.x; v0 < nvec; v0 += kPassUnroll * blockDim.x) {
+      uint4 r[kPassUnroll];
+#pragma unroll
+      for (int u = 0; u < kPassUnroll; ++u) r[u] = v0 + u * blockDim.x < nvec ? xv[v0 + u * blockDim.x] : uint4{};
+#pragma unroll
+      for (int u = 0; u < kPassUnroll; ++u)
+        if (v0 + u * blockDim.x < nvec) {
+          const Raw* e = reinterpret_cast<const Raw*>(&r[u]);
+#pragma unroll
+          for (int j = 0; j < kV; ++j) count(e[j]);
+        }
+    }
+    scalar_lo = lo + nvec * kV;  // the row's last few elements, in its last CTA
+  }
+  for (int64_t i0 = scalar_lo + threadIdx.x; i0 < end; i0 += kPassUnroll * blockDim.x) {
     Raw r[kPassUnroll];  // the loads first: kPassUnroll of them in flight a thread
 #pragma unroll
     for (int u = 0; u < kPassUnroll; ++u) r[u] = i0 + u * blockDim.x < end ? xr[i0 + u * blockDim.x] : Raw{0};
 #pragma unroll
-    for (int u = 0; u < kPassUnroll; ++u) {
-      const uint32_t key = order_key<Keys>(r[u], a.largest);
-      if (i0 + u * blockDim.x < end && ((key ^ prefix) & high) == 0) atomicAdd(&bins[(key >> a.shift) & digit], 1u);
-    }
+    for (int u = 0; u < kPassUnroll; ++u)
+      if (i0 + u * blockDim.x < end) count(r[u]);
   }
   __syncthreads();
   uint32_t* h = a.hist + row * kPassBins;
