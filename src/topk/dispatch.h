@@ -120,11 +120,16 @@ inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t se
 }
 
 // The radix passes' workspace: the histograms, the states (16-byte aligned, as the
-// histograms are), then the tally's counts, one a CTA (`ctas` a row).
+// histograms are), the tally's counts, one a CTA (`ctas` a row), then two candidate lists a
+// row of passes_list_cap(n) entries of 8 bytes (16-byte aligned).
 inline int64_t passes_hist_bytes(int64_t rows) { return rows * kPassBins * 4; }
 inline int64_t passes_equal_offset(int64_t rows) {
   return passes_hist_bytes(rows) + rows * static_cast<int64_t>(sizeof(PassState));
 }
-inline int64_t passes_workspace_bytes(int64_t rows, int ctas) { return passes_equal_offset(rows) + rows * ctas * 4; }
+inline int64_t passes_list_cap(int64_t n) { return (n + kPassListDiv - 1) / kPassListDiv; }
+inline int64_t passes_lists_offset(int64_t rows, int ctas) { return (passes_equal_offset(rows) + rows * ctas * 4 + 15) / 16 * 16; }
+inline int64_t passes_workspace_bytes(int64_t rows, int ctas, int64_t n) {
+  return passes_lists_offset(rows, ctas) + rows * 2 * passes_list_cap(n) * 8;
+}
 
 }  // namespace flyops::topk

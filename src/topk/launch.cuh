@@ -440,7 +440,7 @@ struct Launcher {
     if constexpr (Keys::kIdentity) {
       return Status::kUnsupported;
     } else {
-      const int64_t bytes = passes_workspace_bytes(p.rows, ctas);
+      const int64_t bytes = passes_workspace_bytes(p.rows, ctas, p.n);
       if (ctas < 1 || p.workspace_bytes < static_cast<std::size_t>(bytes)) return Status::kInvalidArgument;
       char* ws = static_cast<char*>(p.workspace);
       if (cudaMemsetAsync(ws, 0, static_cast<std::size_t>(passes_equal_offset(p.rows)), p.stream) != cudaSuccess)
@@ -454,21 +454,34 @@ struct Launcher {
       a.largest = p.largest;
       a.ctas = ctas;
       a.chunk = (p.n + ctas - 1) / ctas;
+      // 16-byte loads in the count passes where every row starts 16-byte aligned; chunks are
+      // then whole vectors, so every CTA's start is aligned too.
+      constexpr int64_t kV = 16 / sizeof(Raw);
+      a.vec = reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && (p.rows == 1 || p.x_row_stride % kV == 0);
+      if (a.vec) a.chunk = (a.chunk + kV - 1) / kV * kV;
       a.hist = reinterpret_cast<uint32_t*>(ws);
       a.state = reinterpret_cast<PassState*>(ws + passes_hist_bytes(p.rows));
       a.equal = reinterpret_cast<uint32_t*>(ws + passes_equal_offset(p.rows));
       a.values = p.values;
       a.indices = p.indices;
+      a.lists = reinterpret_cast<uint2*>(ws + passes_lists_offset(p.rows, ctas));
+      a.cap = passes_list_cap(p.n);
       const dim3 grid(static_cast<unsigned>(p.rows * ctas));
+      // Each row takes the count or the filter after the first pass (the pick decides: its
+      // `buffered`), and the write from the row or from its last list; the other launch of
+      // each pair returns at once.
       for (int pass = 0; pass < passes_of(Keys::kBits); ++pass) {
+        a.pass = pass;
         a.shift = pass_shift(Keys::kBits, pass);
         a.bits = pass_width(Keys::kBits, pass);
         flyops_topk_passes_count<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
-        flyops_topk_passes_pick<Keys><<<static_cast<unsigned>(p.rows), kPassPickThreads, 0, p.stream>>>(a, pass == 0);
+        if (pass > 0) flyops_topk_passes_filter<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
+        flyops_topk_passes_pick<Keys><<<static_cast<unsigned>(p.rows), kPassPickThreads, 0, p.stream>>>(a);
         if (Status s = launch_status(); s != Status::kSuccess) return s;
       }
       flyops_topk_passes_tally<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
-      flyops_topk_passes_write<Keys><<<grid, kPassThreads, 0, p.stream>>>(a);
+      flyops_topk_passes_write<Keys><<<grid, kPassThreads, 0, p.stream>>>(a, false);
+      flyops_topk_passes_write<Keys><<<grid, kPassThreads, 0, p.stream>>>(a, true);
       return launch_status();
     }
   }

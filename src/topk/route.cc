@@ -431,7 +431,7 @@ std::size_t topk_workspace_bytes(const TopkParams& call, const TopkPlan& plan) {
         topk::delegate_layout(p, plan.group, topk::selection_workspace_bytes(m, plan.maxima), list_cap).total);
   }
   if (plan.kind == TopkPlan::Kind::kPasses)
-    return static_cast<std::size_t>(topk::passes_workspace_bytes(p.rows, plan.cluster));
+    return static_cast<std::size_t>(topk::passes_workspace_bytes(p.rows, plan.cluster, p.n));
   if (plan.kind == TopkPlan::Kind::kArgmax)  // the segments' winners: indices, then values
     return plan.segs > 1 ? static_cast<std::size_t>(p.rows * plan.segs * (8 + elem_bytes(p.dtype))) : 0;
   return static_cast<std::size_t>(topk::selection_workspace_bytes(p, plan.selection()));

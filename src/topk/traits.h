@@ -388,14 +388,19 @@ inline constexpr int kPassThreads = 512;
 inline constexpr int kPassPickThreads = kPassBins / 2;  // two bins a thread
 inline constexpr int kPassCtasPerSm = 4;
 inline constexpr int kPassUnroll = 4;  // loads a thread issues before it uses them
+inline constexpr int kPassListDiv = 8;  // a candidate list holds an eighth of the row
 
 // One row's selection, after its histogram in the workspace.
 struct PassState {
   uint32_t prefix;  // the order-key bits chosen so far: the k-th key once every digit is
   uint32_t k_left;  // how many of the elements matching the prefix the output still takes
-  uint32_t above;   // write pass: slots taken by elements above the k-th key
+  uint32_t above;   // output slots taken by elements above the k-th key (filters and write)
   uint32_t equal;   // write pass: elements equal to it, seen so far
+  uint32_t buffered;     // 1: the later passes filter through the candidate lists
+  uint32_t appended[2];  // entries in each list (list p % 2 is pass p's)
+  uint32_t pad;
 };
+static_assert(sizeof(PassState) % 16 == 0, "states follow the histograms, 16-byte aligned");
 
 constexpr int passes_of(int key_bits) { return (key_bits + kPassBits - 1) / kPassBits; }
 // Digit p, from the top, of a key_bits-wide key.

@@ -805,6 +805,11 @@ def test_radix_passes_forced(kind, dtype):
                 for sorted in (True, False):
                     assert_same_as_stock(x, k, largest=largest, sorted=sorted)
     assert_same_as_stock(rows[:, 1:], 777, sorted=False)
+    # aligned rows (16-byte loads in the count passes) whose length leaves a scalar tail
+    wide = torch.stack([make(100008) for _ in range(3)]).cuda()
+    for k in (1, 4099, 100001):
+        assert_same_as_stock(wide[:, :100001], k, sorted=False)
+        assert_same_as_stock(wide[:, :100001], k, largest=False, sorted=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
