@@ -35,10 +35,12 @@ def test_topk_summary_names_cases_below_half_the_copy_rate():
     half = 2**26 / 2.1e12 * 1e3  # ms at which 64 MiB reads at exactly half of 4.2 TB/s
     cases = [case("at 64 MiB, just short", 64, 262144, half * 1.0005),  # rounds to 0.500, still short
              case("at 64 MiB, just over", 64, 262144, half * 0.999),
-             case("under 64 MiB, slow", 63, 262144, half * 3)]
+             case("under 64 MiB, slow", 63, 262144, half * 3),  # 66.1e6 bytes: 64 MB in 10^6-byte MB
+             case("under 64e6 bytes, slow", 61, 262144, half * 3)]
     s = topk.summarize({"cases": cases})
     assert s["cases_reading_64MB"] == 2
     assert s["below_half_at_64MB"] == ["at 64 MiB, just short"]
+    assert s["below_half_at_64e6_bytes"] == ["at 64 MiB, just short", "under 64 MiB, slow"]
 
 
 def _gen_gemm_table():
