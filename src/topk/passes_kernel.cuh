@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "flyops/tile/warp.h"
 #include "keys.h"
 #include "traits.h"
 
@@ -50,6 +51,52 @@ __device__ __forceinline__ uint32_t flyops_pass_high_bits(int shift, int bits) {
   return shift + bits >= Keys::kBits ? 0u : (Keys::kMask >> (shift + bits)) << (shift + bits);
 }
 
+// The elements a CTA reads, kPassUnroll a thread a trip (position order: unroll, warp, lane),
+// from the row or from a candidate list (bits, position).
+template <typename Keys>
+struct PassSource {
+  using Raw = typename Keys::Raw;
+  const Raw* row = nullptr;
+  const uint2* list = nullptr;
+  int64_t lo = 0, end = 0;
+  __device__ __forceinline__ void load(int64_t base, Raw (&r)[flyops::topk::kPassUnroll],
+                                       int64_t (&at)[flyops::topk::kPassUnroll]) const {
+#pragma unroll
+    for (int u = 0; u < flyops::topk::kPassUnroll; ++u) {
+      const int64_t i = base + u * blockDim.x + threadIdx.x;
+      if (i >= end) {
+        r[u] = Raw{0}, at[u] = -1;
+      } else if (list != nullptr) {
+        const uint2 e = list[i];
+        r[u] = static_cast<Raw>(e.x), at[u] = e.y;
+      } else {
+        r[u] = row[i], at[u] = i;
+      }
+    }
+  }
+};
+
+// A CTA's share of a list of `count` entries (lists are split evenly over the row's CTAs).
+template <typename Keys>
+__device__ __forceinline__ PassSource<Keys> flyops_pass_list(const flyops::topk::PassesArgs& a, int64_t row, int list,
+                                                             uint32_t count) {
+  PassSource<Keys> src;
+  src.list = a.lists + (row * 2 + list) * a.cap;
+  const int64_t chunk = (static_cast<int64_t>(count) + a.ctas - 1) / a.ctas;
+  src.lo = (blockIdx.x % a.ctas) * chunk;
+  src.end = count < src.lo + chunk ? static_cast<int64_t>(count) : src.lo + chunk;
+  return src;
+}
+
+template <typename Keys>
+__device__ __forceinline__ PassSource<Keys> flyops_pass_row(const flyops::topk::PassesArgs& a, int64_t row) {
+  PassSource<Keys> src;
+  src.row = static_cast<const typename Keys::Raw*>(a.x) + row * a.row_stride;
+  src.lo = (blockIdx.x % a.ctas) * a.chunk;
+  src.end = a.n < src.lo + a.chunk ? a.n : src.lo + a.chunk;
+  return src;
+}
+
 template <typename Keys>
 __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes_count(flyops::topk::PassesArgs a) {
   using namespace flyops::topk;
@@ -63,9 +110,9 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   const uint32_t prefix = a.state[row].prefix;
   const uint32_t high = flyops_pass_high_bits<Keys>(a.shift, a.bits);
   const uint32_t digit = static_cast<uint32_t>(nb - 1);
-  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
-  const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
+  const PassSource<Keys> src = flyops_pass_row<Keys>(a, row);
+  const Raw* xr = src.row;
+  const int64_t lo = src.lo, end = src.end;
   auto count = [&](Raw raw) {
     const uint32_t key = order_key<Keys>(raw, a.largest);
     if (((key ^ prefix) & high) == 0) atomicAdd(&bins[(key >> a.shift) & digit], 1u);
@@ -163,9 +210,9 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   if (!is_nan_key<Keys>(kth, a.largest)) return;
   if (threadIdx.x == 0) total = 0;
   __syncthreads();
-  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  const int64_t lo = (blockIdx.x % a.ctas) * a.chunk;
-  const int64_t end = a.n < lo + a.chunk ? a.n : lo + a.chunk;
+  const PassSource<Keys> src = flyops_pass_row<Keys>(a, row);
+  const Raw* xr = src.row;
+  const int64_t lo = src.lo, end = src.end;
   uint32_t mine = 0;
   for (int64_t i0 = lo + threadIdx.x; i0 < end; i0 += kPassUnroll * blockDim.x) {
     Raw r[kPassUnroll];
@@ -216,12 +263,7 @@ __device__ __forceinline__ bool flyops_pass_claim(PassClaim& c, int buf, const u
     for (int q = 0; q < 2; ++q) {
       uint32_t* at = c.at[buf][q];
       const uint32_t c0 = at[2 * lane], c1 = at[2 * lane + 1];
-      uint32_t incl = c0 + c1;
-#pragma unroll
-      for (int d = 1; d < 32; d *= 2) {
-        const uint32_t v = __shfl_up_sync(0xffffffffu, incl, d);
-        if (lane >= d) incl += v;
-      }
+      const uint32_t incl = flyops::tile::warp_prefix_sum(c0 + c1);
       const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
       uint32_t first = 0;
       if (q == 1 && ordered1) {
@@ -237,52 +279,6 @@ __device__ __forceinline__ bool flyops_pass_claim(PassClaim& c, int buf, const u
   }
   __syncthreads();
   return true;
-}
-
-// The elements a CTA reads, kPassUnroll a thread a trip (position order: unroll, warp, lane),
-// from the row or from a candidate list (bits, position).
-template <typename Keys>
-struct PassSource {
-  using Raw = typename Keys::Raw;
-  const Raw* row = nullptr;
-  const uint2* list = nullptr;
-  int64_t lo = 0, end = 0;
-  __device__ __forceinline__ void load(int64_t base, Raw (&r)[flyops::topk::kPassUnroll],
-                                       int64_t (&at)[flyops::topk::kPassUnroll]) const {
-#pragma unroll
-    for (int u = 0; u < flyops::topk::kPassUnroll; ++u) {
-      const int64_t i = base + u * blockDim.x + threadIdx.x;
-      if (i >= end) {
-        r[u] = Raw{0}, at[u] = -1;
-      } else if (list != nullptr) {
-        const uint2 e = list[i];
-        r[u] = static_cast<Raw>(e.x), at[u] = e.y;
-      } else {
-        r[u] = row[i], at[u] = i;
-      }
-    }
-  }
-};
-
-// A CTA's share of a list of `count` entries (lists are split evenly over the row's CTAs).
-template <typename Keys>
-__device__ __forceinline__ PassSource<Keys> flyops_pass_list(const flyops::topk::PassesArgs& a, int64_t row, int list,
-                                                             uint32_t count) {
-  PassSource<Keys> src;
-  src.list = a.lists + (row * 2 + list) * a.cap;
-  const int64_t chunk = (static_cast<int64_t>(count) + a.ctas - 1) / a.ctas;
-  src.lo = (blockIdx.x % a.ctas) * chunk;
-  src.end = count < src.lo + chunk ? static_cast<int64_t>(count) : src.lo + chunk;
-  return src;
-}
-
-template <typename Keys>
-__device__ __forceinline__ PassSource<Keys> flyops_pass_row(const flyops::topk::PassesArgs& a, int64_t row) {
-  PassSource<Keys> src;
-  src.row = static_cast<const typename Keys::Raw*>(a.x) + row * a.row_stride;
-  src.lo = (blockIdx.x % a.ctas) * a.chunk;
-  src.end = a.n < src.lo + a.chunk ? a.n : src.lo + a.chunk;
-  return src;
 }
 
 // A filter pass (after the first, on buffered rows): elements whose digits so far are above the
@@ -305,8 +301,8 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
   uint2* out_list = a.lists + (row * 2 + a.pass % 2) * a.cap;
   Raw* vals = static_cast<Raw*>(a.values) + row * a.k;
   int64_t* idx = a.indices + row * a.k;
-  const uint32_t below_me = (1u << (threadIdx.x % 32)) - 1u;
-  const int lane = threadIdx.x % 32, slot0 = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t below_me = (1u << lane) - 1u;
   uint32_t unused = 0;
   __syncthreads();  // bins cleared
   int buf = 0;
@@ -324,7 +320,7 @@ __global__ void __launch_bounds__(flyops::topk::kPassThreads) flyops_topk_passes
     if (!flyops_pass_claim(claim, buf, ma, mc, &s.above, &s.appended[a.pass % 2], false, unused)) continue;
 #pragma unroll
     for (int u = 0; u < kPassUnroll; ++u) {
-      const int sl = u * PassClaim::kWarps + slot0;
+      const int sl = u * PassClaim::kWarps + warp;
       if ((ma[u] >> lane) & 1u) {
         const uint32_t o = claim.at[buf][0][sl] + __popc(ma[u] & below_me);
         vals[o] = r[u];
