@@ -109,3 +109,29 @@ def test_gemm_table_generator(tmp_path):
             gen.main([str(tmp_path / "other.json"), "--out", str(out)])
     assert gen.key_of({"M": 2, "N": 3, "K": 4, "layout": "nn", "dtype": "float16"}) == (2, 3, 4, 1, True, False,
                                                                                         "float16")
+
+    # a bench run only takes shapes from flyops: one whose kernel it timed under the margin on
+    # the same part; cases routed to stock (stock timed twice) and the other part's say nothing
+    def case(M, N, K, stock, ours, routed="flyops", forced=False):
+        return {"pass": "decode", "params": {"M": M, "N": N, "K": K, "dtype": "bfloat16", "layout": "nt", "batch": 1},
+                "stock_ms": stock, "flyops_ms": ours, "routed": routed, "forced": forced}
+
+    bench = {"op": "gemm", "device": "NVIDIA H200", "torch": "2.11.0+cu130", "commit": "0123456789abcdef",
+             "date": "2026-12-05T14:00:00Z",
+             "cases": [case(1, 4096, 4096, 0.0130, 0.0128),         # 1.016x: under the margin
+                       case(16, 6144, 4096, 0.0200, 0.0100, "stock"),  # stock's own time: no promotion
+                       case(4096, 4096, 4096, 0.20, 0.19, "stock", forced=True)]}  # forced: 1.053x, kept
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    assert gen.main(paths + ["--bench", str(tmp_path / "bench.json"), "--out", str(out)]) == 0
+    text = out.read_text()
+    entries = [line.strip() for line in text.splitlines() if line.startswith("    {")]
+    assert entries[0].startswith("{Gpu::kH200, 1, 4096, 4096, 1, true, true, DType::kBFloat16, false, 0, 1.016f},")
+    assert entries[0].endswith("// decode: 1.182, 1.101, 1.016")
+    assert entries[1].startswith("{Gpu::kH200, 16, 6144, 4096, 1, true, true, DType::kBFloat16, false, 0, 0.895f},")
+    assert entries[2].startswith("{Gpu::kH200, 4096, 4096, 4096, 1, true, true, DType::kBFloat16, true, 2, 1.053f},")
+    assert entries[2].endswith("// decode: 1.111, 1.053, 1.053")
+    assert "--bench " in text and "NVIDIA H200, torch 2.11.0+cu130, commit 0123456789ab, 2026-12-05T14:00:00Z" in text
+    (tmp_path / "bench.json").write_text(json.dumps(dict(bench, device="NVIDIA H100 80GB HBM3")))
+    assert gen.main(paths + ["--bench", str(tmp_path / "bench.json"), "--out", str(out)]) == 0
+    entries = [line.strip() for line in out.read_text().splitlines() if line.startswith("    {")]
+    assert entries[0].startswith("{Gpu::kH200, 1, 4096, 4096, 1, true, true, DType::kBFloat16, true, 0, 1.101f},")
