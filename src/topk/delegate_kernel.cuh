@@ -178,8 +178,10 @@ inline constexpr bool kListTriggerAtEnd = Keys::kBits == 16;
 // kScreen: launched dependent on the screening kernel, whose thresholds it waits for after
 // its loads are in flight; bounded to 40 registers (6 blocks an SM instead of 5: TopK v48).
 // kListOnly (screened only): a screened row's blocks write no maxima (TopK v59), the rows
-// whose threshold is kNoScreen write them and list nothing. A template parameter: the
-// chain's screened stream (maxima always) keeps its code.
+// whose threshold is kNoScreen write them and list nothing; behind the radix chain's list
+// finish, flyops_topk_chain_maxima (row_maxima.cuh) writes the maxima of the rows it leaves
+// (TopK v87). A template parameter: the register finishes' screened streams (maxima always)
+// keep their code.
 template <typename Keys, int kGV, bool kScreen, bool kListOnly = false>
 __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 1) flyops_topk_maxima(flyops::topk::DelegateArgs a) {
   using namespace flyops::topk;

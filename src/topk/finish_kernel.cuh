@@ -20,6 +20,7 @@
 #include "chain_mark.cuh"
 #include "flyops/tile/launch.h"
 #include "keys.h"
+#include "row_maxima.cuh"
 #include "small_select.cuh"
 #include "trace.cuh"
 #include "traits.h"
@@ -58,35 +59,6 @@ struct FinishArgs {
 #if defined(__CUDACC__)
 
 namespace flyops::topk::detail {
-
-// A screened row's group maxima, which its stream did not write (TopK v59), as the stream
-// would have: the row falls back to them. Laid out as the stream is (a group's vectors on
-// consecutive lanes, combined by shuffles; four loads in flight a thread): a thread a group
-// kept one load in flight and took ~20 us on a row of 128256 fp32.
-template <typename Keys, int kThreads>
-__noinline__ __device__ void maxima_from_row(const typename Keys::Raw* xr, uint32_t* dst, int64_t n, int gl, bool largest) {
-  using Raw = typename Keys::Raw;
-  constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kLoads = 4;
-  const int gv = (1 << gl) / kVec;  // a power of two up to a warp's lanes
-  const int64_t nv = n / kVec;      // a multiple of gv
-  const uint4* src = reinterpret_cast<const uint4*>(xr);
-  for (int64_t v0 = threadIdx.x; v0 - threadIdx.x < nv; v0 += kThreads * kLoads) {
-    uint4 q[kLoads];
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int64_t v = v0 + u * kThreads;
-      q[u] = v < nv ? src[v] : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < kLoads; ++u) {
-      const int64_t v = v0 + u * kThreads;
-      uint32_t best = stored_group_key<Keys>(max_order_key<Keys>(q[u], largest), largest);
-      for (int d = 1; d < gv; d <<= 1) best = better_group_key(best, __shfl_xor_sync(0xffffffffu, best, d), largest);
-      if (v < nv && (v & (gv - 1)) == 0) dst[v / gv] = best;  // a group's lanes all in or all out
-    }
-  }
-}
 
 // The k best of the block's keys at or above `cut`, when at most kThreads are: each one's
 // composite (key, ~position) compacted into `cand` and ranked among them by counting, so no
@@ -331,7 +303,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   if (!listed) {
     if constexpr (kShared) {  // (the register forms' streams write them: in the 16-bit one this spilled)
       if (a.list_only != nullptr && a.list_only[row] != kNoScreen) {  // the stream wrote none
-        detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), a.n, gl, largest);
+        detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), a.n, gl, largest, 0, 1);
         __syncthreads();  // the block's global writes visible to all its threads
       }
     }

@@ -343,6 +343,18 @@ struct Launcher {
                                            dim3(kFinishThreads), smem, p.stream, f));
   }
 
+  // The maxima of the rows that the list finish left to the chain (row_maxima.cuh), launched
+  // dependent on it: two CTAs an SM, each row's steps spread over them.
+  static Status chain_maxima(const TopkParams& p, int group, uint32_t* maxima, const uint32_t* done) {
+    ChainMaximaArgs c{p.x, p.rows, p.n, p.x_row_stride, __builtin_ctz(static_cast<unsigned>(group)), p.largest,
+                      maxima, done};
+    const int64_t steps = (p.n / (16 / sizeof(Raw)) + kChainMaximaThreads * detail::kRowMaximaLoads - 1) /
+                          (kChainMaximaThreads * detail::kRowMaximaLoads);
+    const int64_t grid = std::min<int64_t>(steps, 2 * int64_t{device_info(p.device).sm_count});
+    return launched(tile::launch_dependent(&flyops_topk_chain_maxima<Keys>, dim3(static_cast<unsigned>(grid)),
+                                           dim3(kChainMaximaThreads), 0, p.stream, c));
+  }
+
   // Group maxima (a stream), the k best of them, their groups' elements, the k best of
   // those: four launches, the workspace laid out by delegate_layout; screened (the wide
   // sample), a finish of the lists alone before the selections, which skip the rows it
@@ -384,7 +396,9 @@ struct Launcher {
         d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
       }
     }
-    const bool list_only = lists_only(plan);  // (plan.finish != 0: not the chain)
+    // The chain's stream lists only too: the maxima its selections read come after the list
+    // finish, for the rows it leaves them (chain_maxima).
+    const bool list_only = lists_only(plan) || (chain && screen);
     Status st;
     if (gv == 32) {  // 32 vectors are within kMaxGroupElems for fp32 only
       if constexpr (32 * kVec <= kMaxGroupElems)
@@ -404,8 +418,10 @@ struct Launcher {
     if (st != Status::kSuccess) return st;
     if (!chain) return finish(p, plan, fl);
     if constexpr (!Keys::kIdentity) {
-      if (done != nullptr)
+      if (done != nullptr) {
         if (Status s = list_finish(p, plan.screen_finish, d.count, d.cand, done); s != Status::kSuccess) return s;
+        if (Status s = chain_maxima(p, group, maxima, done); s != Status::kSuccess) return s;
+      }
     }
 
     // Two radix selections.
