@@ -42,8 +42,9 @@ def list_cases(dtype):
     """The shared-memory finish kernel's screened lists (its one bucket pass, TopK v73):
     normal rows (fp32 buckets ranked, 16-bit buckets one key wide), whole numbers (tied keys
     ranked within buckets, and buckets past kListBucketMax: the digit rounds), a row's best in
-    one stream block's range (that block crowded past its stage), one long row behind the wide
-    sample (the list finish), both directions and orders. Returns (cases, failures)."""
+    one stream block's range (that block crowded past its stage), long rows behind the wide
+    sample (the list finish; a row it leaves to the chain, whose maxima the chain's maxima
+    kernel writes: TopK v87), both directions and orders. Returns (cases, failures)."""
     force = torch.ops.flyops._topk_force
     cases = failures = 0
     force(10, 0)  # screened wherever it fits
@@ -59,9 +60,12 @@ def list_cases(dtype):
                 cases += 1
                 failures += not check(x, k, largest, sorted)
     force(12, 0)  # the wide sample's list finish
+    chained = torch.randn(2, 1 << 21, device="cuda")
+    chained[1] = 1.5  # all equal: the list overflows, the chain selects the row
     for largest, sorted in ((True, True), (False, False)):
-        cases += 1
+        cases += 2
         failures += not check(torch.randn(1, 1 << 21, device="cuda").to(dtype), 100, largest, sorted)
+        failures += not check(chained.to(dtype), 100, largest, sorted)
     force(-1, 0)
     return cases, failures
 
