@@ -50,8 +50,10 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // x N 32000-262144 x k 2-256, fp32 and bf16): 0.56-0.94x at k <= 100 wherever the router
 // took another plan (one row 0.75-0.94x, 16 x 151936 bf16 0.60x), 0.98-1.04x where it took
 // this one already; at k = 256, 1.13-1.47x on 1-8 rows: not taken. `fe`: finish_elems.
+// Since the forty-second session, not where prefer_screen_mid_k (below) screens.
+inline bool prefer_screen_mid_k(const TopkParams& p);
 inline bool prefer_register_finish(const TopkParams& p, int fe) {
-  return p.rows < 64 && p.n >= 32000 && p.k <= 100 && fe != 0 && fe <= kFinishMaxE;
+  return p.rows < 64 && p.n >= 32000 && p.k <= 100 && fe != 0 && fe <= kFinishMaxE && !prefer_screen_mid_k(p);
 }
 
 inline int64_t input_bytes(const TopkParams& p) { return p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)); }
@@ -86,7 +88,27 @@ inline bool prefer_screen(const TopkParams& p) {
   if (p.n < 120000) return false;
   // fp32 256 x 128256 k = 100 measured 1.026x once the list grew with the exact rank (v60)
   const bool fp32_mid_k = p.dtype == DType::kFloat32 && p.k >= 100 && (p.rows <= 128 || p.n >= 150000);
-  return p.k >= 256 || fp32_mid_k || screen_mid_sized(p);
+  return p.k >= 256 || fp32_mid_k || screen_mid_sized(p) || prefer_screen_mid_k(p);
+}
+
+// Screening (through the shared-memory finish) at k of 65-99 (fp32) or 65-255 (16-bit), and
+// fp32 rows of >= 250k at k = 50-64 on 32-64 rows, on calls of >= 15 MiB of rows of >= 120k,
+// ahead of the register forms' unscreened finish. Past k = 64 the register forms lose their
+// loose cut where groups hold 64 elements (finish_groups), or their keys outgrow the
+// registers (the unscreened shared-memory form); the screened list then wins. Source: force 17 against
+// the router in one process (forty-second session, H200; docs/perf-notes.md): k = 65-99
+// 0.79-0.95x on 16-256 rows of 128256-262144 (fp32 and bf16: 16 x 262144, 32 x 151936-262144,
+// 48 x 151936, 64 x 128256-262144, 128 x 151936-262144, 256 x 151936), bf16 k = 100-200
+// 0.77-0.87x (64 x 262144, 256 x 151936-262144); fp32 k = 50-64 on 32-64 rows of 262144
+// 0.95-0.98x, but 1.01-1.10x on 16, 128 and 256 rows and 1.02-1.07x on rows of 151936-200000;
+// bf16 k = 50 1.05-1.09x (16-48 rows): not taken. Where neither holds (fp32 256 x 128256 at
+// k = 100, as fp32_mid_k above, and the 6-15 MiB calls that screen_mid_sized already takes)
+// nothing changes; under 15 MiB the finish is not the delegates' (prefer_delegates).
+inline bool prefer_screen_mid_k(const TopkParams& p) {
+  if (p.n < 120000 || input_bytes(p) < (int64_t{15} << 20)) return false;
+  if (p.dtype != DType::kFloat32) return p.k > 64;
+  if (p.k > 64) return p.rows <= 128 || p.n >= 150000;
+  return p.k >= 50 && p.n >= 250000 && p.rows >= 32 && p.rows <= 64;
 }
 
 // Screening in front of the delegates' two radix selections (rows too long for the finish

@@ -497,8 +497,22 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 100)), "flyops_topk_delegates<fp32,g64,finish16,screen>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");  // 2 MB
+  // Since the forty-second session (prefer_screen_mid_k): k = 65-99 (16-bit: to 255) on calls
+  // of >= 15 MiB, and fp32 rows of >= 250k at k = 50-64 on 32-64 rows, screened too.
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 16, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 128, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 200000, 50)).find(",screen"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 50)).find(",screen"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kFloat32, 16, 262144, 80)).find(",screen>"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kFloat32, 64, 128256, 80)).find(",screen>"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 128256, 80)).find(",screen"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kBFloat16, 64, 262144, 200)).find(",screen>"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kBFloat16, 256, 151936, 72)).find(",screen>"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 64)).find(",screen"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 80)).find(",screen"), std::string::npos);  // 2 MB
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 16000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // short row
   // Candidates over half the row: not worth it.
