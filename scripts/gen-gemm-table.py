@@ -93,29 +93,31 @@ def decide_part(runs, margin):
 
 
 def bench_speedups(bench):
-    """{(part, key): stock's time over flyops' kernel's} for the bench cases that timed the
-    kernel: routed to flyops, or forced past the router (square). Cases routed to stock timed
-    stock twice and say nothing of the kernel."""
+    """{(part, key): (stock's time over flyops' kernel's, forced)} for the bench cases that
+    timed the kernel: routed to flyops (the table's configuration), or forced past the router
+    (square: the launcher's). Cases routed to stock timed stock twice and say nothing of the
+    kernel."""
     out = {}
     for c in bench["cases"]:
         p = c["params"]
         if c["pass"] == "host" or p.get("dtype") not in DTYPES or not (c.get("routed") == "flyops" or c.get("forced")):
             continue
         row = {"M": p["M"], "N": p["N"], "K": p["K"], "batch": p.get("batch", 1), "layout": p["layout"], "dtype": p["dtype"]}
-        out[(gpu_of(bench), key_of(row))] = c["stock_ms"] / c["flyops_ms"]
+        out[(gpu_of(bench), key_of(row))] = (c["stock_ms"] / c["flyops_ms"], bool(c.get("forced")))
     return out
 
 
 def demote(entries, benches, margin):
     """The entries with flyops' shapes that a bench timed under the margin sent to stock (their
-    speedups gain the bench's)."""
+    speedups gain the bench's). A forced timing ran the launcher's configuration, so it does
+    not speak for CTA pairs."""
     timed = {}
     for b in benches:
         for k, sp in bench_speedups(b).items():
             timed.setdefault(k, []).append(sp)
     out = []
     for gpu, key, flyops, cluster, worst, pass_, sps in entries:
-        extra = timed.get((gpu, key), [])
+        extra = [sp for sp, forced in timed.get((gpu, key), []) if not (forced and cluster == 2)]
         if flyops and extra:
             sps = sps + extra
             worst = min([worst] + extra)
@@ -166,6 +168,7 @@ def main(argv=None):
                     help="gemm bench JSONs (bench --op gemm): a flyops shape they timed under the margin goes to stock")
     ap.add_argument("--out", default=os.path.join(ROOT, "src", "gemm", "measured_shapes.inc"))
     args = ap.parse_args(argv)
+
     def load(path):
         with open(path) as f:
             run = json.load(f)
