@@ -53,7 +53,8 @@ inline bool prefer_two_stage(const TopkParams& p) {
 // Since the forty-second session, not where prefer_screen_mid_k (below) screens.
 inline bool prefer_screen_mid_k(const TopkParams& p);
 inline bool prefer_register_finish(const TopkParams& p, int fe) {
-  return p.rows < 64 && p.n >= 32000 && p.k <= 100 && fe != 0 && fe <= kFinishMaxE && !prefer_screen_mid_k(p);
+  return p.rows < 64 && p.n >= 32000 && p.k <= 100 && fe != 0 && fe <= kFinishMaxE &&
+         !prefer_screen_mid_k(p);
 }
 
 inline int64_t input_bytes(const TopkParams& p) { return p.rows * p.n * static_cast<int64_t>(dtype_size(p.dtype)); }
@@ -95,15 +96,16 @@ inline bool prefer_screen(const TopkParams& p) {
 // fp32 rows of >= 250k at k = 50-64 on 32-64 rows, on calls of >= 15 MiB of rows of >= 120k,
 // ahead of the register forms' unscreened finish. Past k = 64 the register forms lose their
 // loose cut where groups hold 64 elements (finish_groups), or their keys outgrow the
-// registers (the unscreened shared-memory form); the screened list then wins. Source: force 17 against
-// the router in one process (forty-second session, H200; docs/perf-notes.md): k = 65-99
-// 0.79-0.95x on 16-256 rows of 128256-262144 (fp32 and bf16: 16 x 262144, 32 x 151936-262144,
-// 48 x 151936, 64 x 128256-262144, 128 x 151936-262144, 256 x 151936), bf16 k = 100-200
-// 0.77-0.87x (64 x 262144, 256 x 151936-262144); fp32 k = 50-64 on 32-64 rows of 262144
-// 0.95-0.98x, but 1.01-1.10x on 16, 128 and 256 rows and 1.02-1.07x on rows of 151936-200000;
-// bf16 k = 50 1.05-1.09x (16-48 rows): not taken. Where neither holds (fp32 256 x 128256 at
-// k = 100, as fp32_mid_k above, and the 6-15 MiB calls that screen_mid_sized already takes)
-// nothing changes; under 15 MiB the finish is not the delegates' (prefer_delegates).
+// registers (the unscreened shared-memory form); the screened list then wins. Source: force
+// 17 against the router in one process (forty-second session, H200; docs/perf-notes.md):
+// k = 65-99 0.79-0.95x on 16-256 rows of 128256-262144 (fp32 and bf16: 16 x 262144, 32 x
+// 151936-262144, 48 x 151936, 64 x 128256-262144, 128 x 151936-262144, 256 x 151936); bf16
+// k = 100-200 0.77-0.87x (64 x 262144, 256 x 151936-262144; 256 x 128256 k = 100 0.997x);
+// fp32 k = 50-64 on 32-64 rows of 262144 0.95-0.98x, but 1.01-1.10x on 16, 128 and 256 rows
+// and 0.998-1.07x on rows of 151936-200000; bf16 k = 50-64 0.93-1.14x: not taken. fp32 256 x
+// 128256 at k = 100 stays unscreened (as fp32_mid_k above: 1.045x); the 6-15 MiB calls
+// screen_mid_sized takes already, and under 6 MiB the finish is not the delegates'
+// (prefer_delegates).
 inline bool prefer_screen_mid_k(const TopkParams& p) {
   if (p.n < 120000 || input_bytes(p) < (int64_t{15} << 20)) return false;
   if (p.dtype != DType::kFloat32) return p.k > 64;
