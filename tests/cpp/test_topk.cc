@@ -511,6 +511,8 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 128256, 80)).find(",screen"), std::string::npos);
   EXPECT_NE(plan_name(params(DType::kBFloat16, 64, 262144, 200)).find(",screen>"), std::string::npos);
   EXPECT_NE(plan_name(params(DType::kBFloat16, 256, 151936, 72)).find(",screen>"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kFloat32, 64, 151936, 72)).find(",screen>"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kFloat16, 32, 262144, 100)).find(",screen>"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 64)).find(",screen"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 80)).find(",screen"), std::string::npos);  // 2 MB
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");

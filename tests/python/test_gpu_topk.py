@@ -399,6 +399,24 @@ def test_delegates_screen(dtype):
         assert screened >= 8, f"{screened} screened plans for rows of {n}"
 
 
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("rows,n,k,dtype", [(16, 262144, 80, torch.float32), (32, 262144, 50, torch.float32),
+                                            (64, 151936, 72, torch.float32), (64, 262144, 200, torch.bfloat16),
+                                            (32, 262144, 100, torch.float16), (256, 151936, 72, torch.bfloat16)],
+                         ids=str)
+def test_router_screens_mid_k(rows, n, k, dtype, sorted):
+    """The router's screened classes of the forty-second session (prefer_screen_mid_k): k of
+    65-99 (16-bit rows: to 255) on calls of >= 15 MiB, fp32 rows of >= 250k at k = 50-64 on
+    32-64 rows; plain rows and rows of coarse values (ties at the threshold), both directions."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    plain = torch.randn(rows, n, generator=gen).to(dtype).cuda()
+    coarse = torch.randn(rows, n, generator=gen).to(torch.bfloat16).to(dtype).cuda()
+    for x in (plain, coarse):
+        assert torch.ops.flyops._route_topk(x, k).endswith(",screen>"), torch.ops.flyops._route_topk(x, k)
+        for largest in (True, False):
+            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_chain_screen(dtype):
     """The two radix selections behind a finish of screened lists (the wide sample): rows
