@@ -84,11 +84,15 @@ inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
 // one over ~2-4k, ~10 us), bf16 1.17-1.29x (run 10, a queue of 512); at k = 20-50
 // 0.86-1.04x (the register forms' finish saves ~5 us, the sampling kernel and the
 // stream's queue cost as much).
+// The fp32 calls that screen at mid k (from k = 100 below, k = 65 in prefer_screen_mid_k): 128
+// rows or fewer, or rows of >= 150k. fp32 256 x 128256 k = 100 measured 1.026x once the list
+// grew with the exact rank (v60), and 1.045x in the forty-second session.
+inline bool fp32_screens_rows(const TopkParams& p) { return p.rows <= 128 || p.n >= 150000; }
+
 inline bool prefer_screen(const TopkParams& p) {
   if (p.k > kFinishMaxK) return true;
   if (p.n < 120000) return false;
-  // fp32 256 x 128256 k = 100 measured 1.026x once the list grew with the exact rank (v60)
-  const bool fp32_mid_k = p.dtype == DType::kFloat32 && p.k >= 100 && (p.rows <= 128 || p.n >= 150000);
+  const bool fp32_mid_k = p.dtype == DType::kFloat32 && p.k >= 100 && fp32_screens_rows(p);
   return p.k >= 256 || fp32_mid_k || screen_mid_sized(p) || prefer_screen_mid_k(p);
 }
 
@@ -102,14 +106,13 @@ inline bool prefer_screen(const TopkParams& p) {
 // 151936-262144, 48 x 151936, 64 x 128256-262144, 128 x 151936-262144, 256 x 151936); bf16
 // k = 100-200 0.77-0.87x (64 x 262144, 256 x 151936-262144; 256 x 128256 k = 100 0.997x);
 // fp32 k = 50-64 on 32-64 rows of 262144 0.95-0.98x, but 1.01-1.10x on 16, 128 and 256 rows
-// and 0.998-1.07x on rows of 151936-200000; bf16 k = 50-64 0.93-1.14x: not taken. fp32 256 x
-// 128256 at k = 100 stays unscreened (as fp32_mid_k above: 1.045x); the 6-15 MiB calls
-// screen_mid_sized takes already, and under 6 MiB the finish is not the delegates'
-// (prefer_delegates).
+// and 0.998-1.07x on rows of 151936-200000; bf16 k = 50-64 0.93-1.14x: not taken. fp32 rows
+// as fp32_screens_rows; the 6-15 MiB calls screen_mid_sized takes already, and under 6 MiB
+// the finish is not the delegates' (prefer_delegates).
 inline bool prefer_screen_mid_k(const TopkParams& p) {
   if (p.n < 120000 || input_bytes(p) < (int64_t{15} << 20)) return false;
   if (p.dtype != DType::kFloat32) return p.k > 64;
-  if (p.k > 64) return p.rows <= 128 || p.n >= 150000;
+  if (p.k > 64) return fp32_screens_rows(p);
   return p.k >= 50 && p.n >= 250000 && p.rows >= 32 && p.rows <= 64;
 }
 
