@@ -140,6 +140,12 @@ struct Launcher {
                ok = ok && cudaFuncSetAttribute(&flyops_topk_rows<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
                               cudaSuccess;
+               if constexpr (sizeof(Raw) == 2) {  // a hint: refused, the driver's split stays
+                 if (cudaFuncSetAttribute(&flyops_topk_screen<Keys, kScreenThreads16>,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          kScreen16CarveoutPercent) != cudaSuccess)
+                   cudaGetLastError();
+               }
              }
              if (!ok) cudaGetLastError();
              return ok ? 1 : 0;
@@ -382,6 +388,7 @@ struct Launcher {
     uint32_t* done = nullptr;
     if constexpr (!Keys::kIdentity) {
       if (screen) {
+        if (!prepare(p.device)) return Status::kUnsupported;  // the screen's split (kScreen16CarveoutPercent)
         auto at = [&](int64_t off) { return reinterpret_cast<uint32_t*>(ws + off); };
         uint32_t* thresh = at(chain ? l.thresh : fl.thresh);
         uint32_t* count = at(chain ? l.count : fl.count);

@@ -228,6 +228,12 @@ inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // thread's selection runs over 16 sampled keys as in fp32 (with 128 threads of 32 keys the
 // 16-bit sample took 6.9-7.2 us at 256 rows against fp32's 5.1-5.3: TopK v69).
 inline constexpr int kScreenThreads16 = 256;
+// The 16-bit screen's preferred L1 / shared split, in percent of the SM's 228 KB: the ~100 KB
+// the driver gives the screened stream, so that the stream's first wave can start on the SMs
+// that hold a screening CTA (at its own ~32 KB the driver picks another split, and an SM runs
+// CTAs of one split at a time). 0.955-0.963x at bf16 256 x 128k-152k k = 1024 (TopK v86 / v94);
+// fp32's screen (~64 KB) ran 1.028x slower at this split and keeps the driver's.
+inline constexpr int kScreen16CarveoutPercent = 43;
 // The wide sample, for the delegates' radix chain (rows too long for the finish kernel:
 // the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
 // (16 pieces of a 2^24 row would put ~25k elements above the threshold).
