@@ -141,7 +141,7 @@ struct Launcher {
                                                kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
                               cudaSuccess;
                if constexpr (sizeof(Raw) == 2) {  // a hint: refused, the driver's split stays
-                 if (cudaFuncSetAttribute(&flyops_topk_screen<Keys, kScreenThreads16>,
+                 if (cudaFuncSetAttribute(&flyops_topk_screen<Keys, kScreenThreads16, true>,
                                           cudaFuncAttributePreferredSharedMemoryCarveout,
                                           kScreen16CarveoutPercent) != cudaSuccess)
                    cudaGetLastError();
@@ -329,10 +329,11 @@ struct Launcher {
   // Each row's screening threshold from a sample, by a CTA of kThreads (kScreenThreads or
   // kScreenThreads16, or kScreenWideThreads for the wide sample); it zeroes the rows' counts
   // and done marks.
-  template <int kThreads>
+  // kStreamSplit: the kernel at the stream's split (kScreen16CarveoutPercent, set in prepare()).
+  template <int kThreads, bool kStreamSplit = false>
   static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
     ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done};
-    flyops_topk_screen<Keys, kThreads><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
+    flyops_topk_screen<Keys, kThreads, kStreamSplit><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
     return launch_status();
   }
 
@@ -388,14 +389,22 @@ struct Launcher {
     uint32_t* done = nullptr;
     if constexpr (!Keys::kIdentity) {
       if (screen) {
-        if (!prepare(p.device)) return Status::kUnsupported;  // the screen's split (kScreen16CarveoutPercent)
         auto at = [&](int64_t off) { return reinterpret_cast<uint32_t*>(ws + off); };
         uint32_t* thresh = at(chain ? l.thresh : fl.thresh);
         uint32_t* count = at(chain ? l.count : fl.count);
         if (chain) done = at(l.done);
         constexpr int kThreads = sizeof(Raw) == 2 ? kScreenThreads16 : kScreenThreads;
-        const Status s = chain ? screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done)
-                               : screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
+        Status s = Status::kUnsupported;
+        if (chain) {
+          s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
+        } else if constexpr (sizeof(Raw) == 2) {
+          if (!screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
+            s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
+          else if (prepare(p.device))  // which sets that kernel's split
+            s = screen_rows<kThreads, true>(p, plan.screen, thresh, count, nullptr);
+        } else {
+          s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
+        }
         if (s != Status::kSuccess) return s;
         d.thresh = thresh;
         d.count = count;

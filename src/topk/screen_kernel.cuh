@@ -81,7 +81,9 @@ FLYOPS_DEVICE uint32_t rth_best_of_threads(uint32_t best, int r, uint32_t (&list
 // w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads
 // (kScreenThreads16 for 16-bit rows: the same pieces, fewer a thread), or kScreenWideThreads
 // for the wide sample, whose pieces grow with its threads (screen_rank counts them so).
-template <typename Keys, int kThreads>
+// kStreamSplit: the same code as a second kernel, which launch.cuh gives the screened
+// stream's L1 / shared split (kScreen16CarveoutPercent), a per-kernel attribute.
+template <typename Keys, int kThreads, bool kStreamSplit = false>
 __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;

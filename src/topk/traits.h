@@ -228,12 +228,17 @@ inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // thread's selection runs over 16 sampled keys as in fp32 (with 128 threads of 32 keys the
 // 16-bit sample took 6.9-7.2 us at 256 rows against fp32's 5.1-5.3: TopK v69).
 inline constexpr int kScreenThreads16 = 256;
-// The 16-bit screen's preferred L1 / shared split, in percent of the SM's 228 KB: the ~100 KB
-// the driver gives the screened stream, so that the stream's first wave can start on the SMs
-// that hold a screening CTA (at its own ~32 KB the driver picks another split, and an SM runs
-// CTAs of one split at a time). 0.955-0.963x at bf16 256 x 128k-152k k = 1024 (TopK v86 / v94);
-// fp32's screen (~64 KB) ran 1.028x slower at this split and keeps the driver's.
+// The 16-bit screen's preferred L1 / shared split where its CTAs cover nearly every SM, in
+// percent of the SM's 228 KB: the ~100 KB the driver gives the screened stream, so that the
+// stream's first wave can start on the SMs that hold a screening CTA (at the screen's own
+// ~32 KB the driver picks another split, and an SM runs CTAs of one split at a time). On an
+// H100, bf16 k = 80-1024 at 128-256 rows of 128k-262k: 0.933-0.981x; at 16-96 rows, where
+// the stream has free SMs, the stream's blocks beside the screen slowed it: 1.014-1.068x
+// (TopK v94). fp32's screen (~64 KB) ran 1.035-1.10x slower at 28-71% on 64 rows.
 inline constexpr int kScreen16CarveoutPercent = 43;
+// Rows from which the 16-bit screen takes that split: 7/8 of the SMs (128 rows of 132 won
+// 0.967-0.972x, 96 lost 1.014x).
+inline bool screen16_takes_stream_split(int64_t rows, int sm_count) { return rows * 8 >= int64_t{sm_count} * 7; }
 // The wide sample, for the delegates' radix chain (rows too long for the finish kernel:
 // the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
 // (16 pieces of a 2^24 row would put ~25k elements above the threshold).

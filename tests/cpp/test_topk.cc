@@ -709,6 +709,19 @@ TEST(TopkDelegates, FinishFits) {
 // the least such rank; the wide sample: four spreads to spare) and (with the threshold's
 // slack of 1.5) at most half the finish kernel's capacity; rows too short for apart pieces
 // do without.
+// The 16-bit screen takes the screened stream's split only where its CTAs cover nearly every
+// SM (TopK v94: 128 rows of 132 SMs won, 96 lost).
+TEST(TopkDelegates, Screen16StreamSplitFromRows) {
+  EXPECT_FALSE(topk::screen16_takes_stream_split(0, 132));
+  EXPECT_FALSE(topk::screen16_takes_stream_split(64, 132));
+  EXPECT_FALSE(topk::screen16_takes_stream_split(96, 132));
+  EXPECT_TRUE(topk::screen16_takes_stream_split(128, 132));
+  EXPECT_TRUE(topk::screen16_takes_stream_split(256, 132));
+  EXPECT_TRUE(topk::screen16_takes_stream_split(int64_t{1} << 40, 132));
+  EXPECT_FALSE(topk::screen16_takes_stream_split(99, 114));  // the H100 PCIe's 114 SMs: from 100
+  EXPECT_TRUE(topk::screen16_takes_stream_split(100, 114));
+}
+
 TEST(TopkDelegates, ScreenRank) {
   for (int threads : {topk::kScreenThreads, topk::kScreenWideThreads})
   for (int bytes : {2, 4}) {
