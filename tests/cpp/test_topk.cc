@@ -703,12 +703,6 @@ TEST(TopkDelegates, FinishFits) {
       }
 }
 
-// Screening: the sampled pieces stay inside the row and apart, and the rank keeps the
-// expected candidate list (rank / sample fraction) at least k (the finish kernel's sample:
-// with r sampled keys among the row's k best, Poisson(f k), at most once in 10^5 rows and r
-// the least such rank; the wide sample: four spreads to spare) and (with the threshold's
-// slack of 1.5) at most half the finish kernel's capacity; rows too short for apart pieces
-// do without.
 // The 16-bit screen takes the screened stream's split only where its CTAs cover nearly every
 // SM (TopK v94: 128 rows of 132 SMs won, 96 lost).
 TEST(TopkDelegates, Screen16StreamSplitFromRows) {
@@ -722,6 +716,12 @@ TEST(TopkDelegates, Screen16StreamSplitFromRows) {
   EXPECT_TRUE(topk::screen16_takes_stream_split(100, 114));
 }
 
+// Screening: the sampled pieces stay inside the row and apart, and the rank keeps the
+// expected candidate list (rank / sample fraction) at least k (the finish kernel's sample:
+// with r sampled keys among the row's k best, Poisson(f k), at most once in 10^5 rows and r
+// the least such rank; the wide sample: four spreads to spare) and (with the threshold's
+// slack of 1.5) at most half the finish kernel's capacity; rows too short for apart pieces
+// do without.
 TEST(TopkDelegates, ScreenRank) {
   for (int threads : {topk::kScreenThreads, topk::kScreenWideThreads})
   for (int bytes : {2, 4}) {

@@ -44,7 +44,8 @@ def list_cases(dtype):
     ranked within buckets, and buckets past kListBucketMax: the digit rounds), a row's best in
     one stream block's range (that block crowded past its stage), long rows behind the wide
     sample (the list finish; a row it leaves to the chain, whose maxima the chain's maxima
-    kernel writes: TopK v87), both directions and orders. Returns (cases, failures)."""
+    kernel writes: TopK v87), a screen CTA on every SM (16-bit: the screen at the stream's
+    split, TopK v94), both directions and orders. Returns (cases, failures)."""
     force = torch.ops.flyops._topk_force
     cases = failures = 0
     force(10, 0)  # screened wherever it fits
@@ -59,6 +60,10 @@ def list_cases(dtype):
             for largest, sorted in ((True, True), (False, False)):
                 cases += 1
                 failures += not check(x, k, largest, sorted)
+    if dtype != torch.float32:  # a screen CTA on every SM: the 16-bit screen at the stream's split (TopK v94)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        cases += 1
+        failures += not check(torch.randn(sms, 131072, device="cuda").to(dtype), 1024, True, True)
     force(12, 0)  # the wide sample's list finish
     chained = torch.randn(2, 1 << 21, device="cuda")
     chained[1] = 1.5  # all equal: the list overflows, the chain selects the row
