@@ -20,7 +20,15 @@ import flyops
 
 L2_FLUSH_BYTES = 256 << 20
 METHOD = ("median of {reps} CUDA-event timings after {warmup} warm-ups, L2 flushed ({flush}) before "
-          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them")
+          "each; stock and flyops alternate in {rounds} rounds of {per_round}, each side first in half of them; "
+          "the GPU held ~50 us a timed call before each batch of them, so that the host enqueues ahead of it")
+# The GPU's hold before a batch of timed calls, in clock cycles a call (~50 us at Hopper's
+# 1.98 GHz): the host enqueues the batch's flushes and calls meanwhile, so a host slowed by up
+# to that much a call does not leave the GPU idle inside a timed interval, where it would
+# count as the call's time. (The H100 benches of the forty-third session had whole cases
+# 1.5-15x off, mostly on the side with the shorter kernels, which a slowed host starves
+# first: docs/perf-notes.md.) Short against the flushes' own ~80 us a call.
+HOLD_CYCLES_PER_CALL = 100_000
 # The L2 flushes: "write" (the anchors' method and the benchmark's) leaves the L2 full of
 # dirty lines that are written back while the timed call reads; "read" leaves clean lines,
 # as a model's step finds them once the other layers' weights have passed through.
@@ -50,6 +58,7 @@ class Timer:
         n = self.reps if reps is None else reps
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        torch.cuda._sleep(HOLD_CYCLES_PER_CALL * n)  # outside every timed interval (HOLD_CYCLES_PER_CALL)
         for s, e in zip(starts, ends):
             self.flush_l2()
             s.record()
