@@ -1,7 +1,10 @@
 """Kernel timeline of single torch.topk calls (scripts only): for each case ROWSxN:K the
 kernels of one call, their start relative to the call's first kernel and their duration
-(torch.profiler, CUPTI), L2 flushed before the call. A kernel launched dependent (PDL)
-starts early and waits, so its start is its launch, not its work."""
+(torch.profiler, CUPTI), L2 flushed before the call. Under the profiler the kernels
+launched dependent (PDL) did not overlap their predecessors: on an H100 the stream began
+~7 us after the screen's end, where the grid trace (scripts/topk-grid-trace.py, no
+profiler) has it start 0.5 us after the screen's start. So the starts and gaps here are
+not the plain call's; the durations are each kernel's alone."""
 import sys
 
 import torch
