@@ -92,23 +92,28 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
 // place of small_select's digit rounds and order_desc's bucket order after them (~6 us of a
 // k = 1024 row): the buckets split the list's key span evenly; a suffix scan of their counts
 // gives each bucket its first output slot and the cut (the bucket holding the k-th best);
-// each key at or above the cut takes the next slot of its bucket, staged in shared memory
-// as (key, ~list index). Buckets one key wide (a 16-bit list, or a narrow span) are done
-// then: their keys tie, and a tie may take any index (the list's order is the stream's, by
-// atomics, as before). Wider buckets rank their composites within the bucket. Returns false,
-// having written nothing, when such a bucket at or above the cut holds more than
-// kListBucketMax (many tied keys: the caller selects as before). Key j of this thread's run
-// is list entry first + j. out(slot, key, position) for each slot below k, slot 0 the best;
-// the positions are read from the list after the staging, all at once (read per key in the
-// scatter, each was a global load in the chain of its atomic). Every thread calls it; k <=
-// kFinishSmemMaxK.
+// each key at or above the cut takes its bucket's first slot plus its place in the bucket,
+// staged in shared memory as (key, ~list index). The place is what the counting atomic
+// returned (TopK v102: kept a byte a key in `within`, so the scatter needs no second round
+// of returning atomics, each one in the chain of its store). Buckets one key wide (a 16-bit
+// list, or a narrow span) are done then: their keys tie, and a tie may take any index (the
+// list's order is the stream's, by atomics, as before). Wider buckets rank their composites
+// within the bucket. Returns false, having written nothing, when a bucket at or above the
+// cut holds more than kListBucketMax keys in a wide bucket or kListPlaceMax in a one-key
+// one (many tied keys: the caller selects as before). Key j of this thread's run is list
+// entry first + j. out(slot, key, position) for each slot below k, slot 0 the best; the
+// positions are read from the list after the staging, all at once. `within`: a word per
+// four keys of each thread (word q of thread t at q * kThreads + t). Every thread calls it;
+// k <= kFinishSmemMaxK.
 template <int kThreads, typename Run, typename Out>
 FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, KeyRange part, uint32_t k,
-                            SmallSelectSmem<kThreads>& s, uint32_t* bins, uint64_t* stage, PhaseTrace* trace,
-                            Out&& out) {
+                            SmallSelectSmem<kThreads>& s, uint32_t* bins, uint64_t* stage, uint32_t* within,
+                            PhaseTrace* trace, Out&& out) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
   static_assert(kPer * kThreads == kListBuckets && kListBuckets == 1 << 11, "whole buckets a thread, 11 bits");
+  static_assert(kListBucketMax <= kListPlaceMax, "a wide bucket's places fit a byte");
   constexpr int kOut = (kFinishSmemMaxK + kListBucketMax + kThreads - 1) / kThreads;  // staged entries a thread
+  constexpr int kChunk = 8;  // keys whose atomics are in flight together
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   uint32_t mn = __reduce_min_sync(0xffffffffu, part.mn), mx = __reduce_max_sync(0xffffffffu, part.mx);
   if (lane == 0) {
@@ -125,41 +130,70 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, KeyRan
   const int bits = 32 - __clz(mx - mn);
   const int shift = bits > 11 ? bits - 11 : 0;
   auto bucket = [&](uint32_t key) { return (key - mn) >> shift; };
-  run.each([&](int, uint32_t key) { atomicAdd(&bins[bucket(key)], 1u); });
+  const int cnt = run.cnt;
+  // Each key's place in its bucket, from the count's own atomic: a chunk's atomics are
+  // issued before any of their places is stored (a store may alias the next key's load).
+  for (int j0 = 0; j0 < cnt; j0 += kChunk) {
+    uint32_t key[kChunk], place[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) key[i] = j0 + i < cnt ? run[j0 + i] : 0u;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) place[i] = j0 + i < cnt ? atomicAdd(&bins[bucket(key[i])], 1u) : 0u;
+#pragma unroll
+    for (int q = 0; q < kChunk / 4; ++q) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) word |= min(place[q * 4 + i], kListPlaceMax) << (8 * i);
+      if (j0 + q * 4 < cnt) within[((j0 >> 2) + q) * kThreads + tid] = word;
+    }
+  }
   __syncthreads();
   trace->mark();
-  uint32_t cnt[kPer], own = 0;
+  uint32_t cnt_b[kPer], own = 0;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
-    cnt[j] = bins[tid * kPer + j];
-    own += cnt[j];
+    cnt_b[j] = bins[tid * kPer + j];
+    own += cnt_b[j];
   }
   const uint32_t incl = tile::warp_suffix_sum(own);  // this lane's buckets and every higher lane's
   if (lane == 0) s.warp_c[warp] = incl;
   __syncthreads();
   uint32_t above = incl - own + tile::sum_warps_after<kWarps>(s.warp_c, warp);
+  // A place saturates its byte past kListPlaceMax; a wide bucket ranks at most kListBucketMax.
+  const uint32_t most = shift > 0 ? static_cast<uint32_t>(kListBucketMax) : kListPlaceMax;
   bool crowded = false;
 #pragma unroll
   for (int j = kPer - 1; j >= 0; --j) {
     bins[tid * kPer + j] = above;  // the bucket's first slot
     if (above < k) {
-      crowded |= cnt[j] > static_cast<uint32_t>(kListBucketMax);
-      if (above + cnt[j] >= k) s.pick[0] = static_cast<uint32_t>(tid * kPer + j);
+      crowded |= cnt_b[j] > most;
+      if (above + cnt_b[j] >= k) s.pick[0] = static_cast<uint32_t>(tid * kPer + j);
     }
-    above += cnt[j];
+    above += cnt_b[j];
   }
-  if (__syncthreads_or(crowded && shift > 0)) return false;
+  if (tid == 0) s.pick[1] = above;  // every key: the lowest bucket's end
+  if (__syncthreads_or(crowded)) return false;
   const uint32_t cut = s.pick[0];
-  run.each([&](int j, uint32_t key) {
-    const uint32_t b = bucket(key);
-    if (b < cut) return;
-    const uint32_t slot = atomicAdd(&bins[b], 1u);
-    if (shift > 0 || slot < k) stage[slot] = (uint64_t{key} << 32) | (0xffffffffu - static_cast<uint32_t>(first + j));
-  });
+  // bins[b] is bucket b's first slot, and bucket b - 1's first is its end.
+  auto bucket_end = [&](uint32_t b) { return b == 0 ? s.pick[1] : bins[b - 1]; };
+  for (int j0 = 0; j0 < cnt; j0 += kChunk) {
+    uint32_t key[kChunk], slot[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) key[i] = j0 + i < cnt ? run[j0 + i] : 0u;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {  // the slots' loads first, then the stores
+      const uint32_t b = bucket(key[i]);
+      slot[i] = j0 + i < cnt && b >= cut ? bins[b] + ((within[((j0 + i) >> 2) * kThreads + tid] >> (8 * (i & 3))) & 0xffu)
+                                         : 0xffffffffu;
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      if (slot[i] != 0xffffffffu && (shift > 0 || slot[i] < k))
+        stage[slot[i]] = (uint64_t{key[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(first + j0 + i));
+  }
   __syncthreads();
   trace->mark();
-  // bins[b] is now bucket b's end, and the end of the bucket above is its first slot.
-  const uint32_t staged = shift == 0 ? k : bins[cut];
+  const uint32_t staged = shift == 0 ? k : bucket_end(cut);
   uint32_t slot[kOut], key[kOut], index[kOut];
 #pragma unroll
   for (int u = 0; u < kOut; ++u) {
@@ -172,8 +206,8 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, KeyRan
       uint32_t r = q;
       if (shift > 0) {
         const uint32_t b = bucket(key[u]);
-        r = b == kListBuckets - 1 ? 0u : bins[b + 1];
-        for (uint32_t i = r, end = bins[b]; i < end; ++i) r += stage[i] > c;
+        r = bins[b];
+        for (uint32_t i = r, end = bucket_end(b); i < end; ++i) r += stage[i] > c;
       }
       slot[u] = r;
     }
@@ -287,7 +321,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       int64_t* io = a.indices + row * k;
       if (detail::list_top<kThreads>(run, a.cand + row * a.cap, first, range, static_cast<uint32_t>(k), s,
                                      reinterpret_cast<uint32_t*>(smem + L.bins),
-                                     reinterpret_cast<uint64_t*>(smem + L.stage), &trace,
+                                     reinterpret_cast<uint64_t*>(smem + L.stage),
+                                     reinterpret_cast<uint32_t*>(smem + L.sort_key), &trace,
                                      [&](uint32_t slot, uint32_t key, uint32_t pos) {
                                        vo[slot] = element_bits<Keys>(key, largest, xr, pos);
                                        io[slot] = pos;

@@ -64,6 +64,7 @@ struct SmemKeys {
   // Where key j of thread `owner` sits in the block's array (for fills by other threads).
   static FLYOPS_DEVICE int at(int owner, int j) { return j * kStride + owner; }
   FLYOPS_DEVICE uint32_t& operator[](int j) { return base[at(0, j)]; }
+  FLYOPS_DEVICE uint32_t operator[](int j) const { return base[at(0, j)]; }
   // Eight loads issued before their uses: the uses' shared atomics would otherwise keep each
   // load behind the previous key's (they may alias), one load latency per key.
   template <typename F>

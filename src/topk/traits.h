@@ -188,6 +188,10 @@ FLYOPS_HD int finish_groups(int elems, int k, int group_log2) {
 // buckets at or above the cut (fewer than k plus one bucket's kListBucketMax).
 inline constexpr int kListBuckets = 2048;
 inline constexpr int kListBucketMax = 128;
+// Each list key's place in its bucket is kept in a byte (TopK v102), in the sort's room,
+// which the list pass does not use: a word per four keys of each thread. A one-key bucket
+// at or above the cut with more keys than this sends the row back as a crowded one does.
+inline constexpr uint32_t kListPlaceMax = 255;
 // The fp32 list finish's shared memory when its rows fit one CTA an SM (launch.cuh): more
 // than half of an SM's 228 KB, so that no two of its CTAs share an SM.
 inline constexpr int kFinishSpreadSmem = 116 * 1024;
@@ -205,6 +209,8 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
   s.sort_val = s.sort_key + p * 8;
   const int ranked = elems <= kFinishMaxE ? s.sort_key + kFinishThreads * 8 : 0;
   s.chosen = up16(s.sort_val + p * 4 > ranked ? s.sort_val + p * 4 : ranked);
+  if (elems > kFinishMaxE && s.chosen < s.sort_key + elems * kFinishThreads)  // the list's places
+    s.chosen = up16(s.sort_key + elems * kFinishThreads);
   s.bins = s.stage = up16(s.chosen + finish_groups(elems, k, group_log2) * 4);
   if (elems > kFinishMaxE) s.stage = s.bins + kListBuckets * 4;
   s.total = elems > kFinishMaxE ? s.stage + (k + kListBucketMax) * 8 : s.bins;
