@@ -684,6 +684,15 @@ TEST(TopkDelegates, FinishFits) {
     EXPECT_EQ(l.stage - l.bins, topk::kListBuckets * 4);
     EXPECT_EQ(l.total - l.stage, (k + topk::kListBucketMax) * 8);
   }
+  // Each list key's place in its bucket (TopK v102) takes a byte a key in the sort's room,
+  // before the buckets, at every k the shared-memory form lists; that room never grows a form
+  // past the largest one, which the launch's shared-memory attribute is set from.
+  for (int e : {16, topk::kFinishSmemMaxE})
+    for (int k : {1, 20, 50, 100, 257, 512, 1000, topk::kFinishSmemMaxK}) {
+      const topk::FinishSmem l = topk::finish_smem(e, k, 4);
+      EXPECT_GE(l.bins - l.sort_key, e * topk::kFinishThreads) << e << " " << k;
+      EXPECT_LE(l.total, topk::finish_smem(topk::kFinishSmemMaxE, topk::kFinishSmemMaxK, 0).total) << e << " " << k;
+    }
   EXPECT_EQ(topk::finish_smem(8, 20, 6).bins, topk::finish_smem(8, 20, 6).total);
   EXPECT_EQ(topk::finish_smem(8, 20, 6).stage, topk::finish_smem(8, 20, 6).total);
   // The register forms' maxima selection may take as many groups as the runs hold (k or
