@@ -75,6 +75,28 @@ FLYOPS_DEVICE uint32_t rth_best_of_threads(uint32_t best, int r, uint32_t (&list
   return t;
 }
 
+// The q-th best (with multiplicity) of one value per lane, q <= 32: q rounds of a warp
+// maximum, each popping one lane that holds it. At least q lanes hold a value at or above it.
+FLYOPS_DEVICE uint32_t qth_best_of_lanes(uint32_t v, int q) {
+  const int lane = threadIdx.x & 31;
+  uint32_t m = 0;
+  for (int i = 0; i < q; ++i) {
+    m = __reduce_max_sync(0xffffffffu, v);
+    if (lane == __ffs(__ballot_sync(0xffffffffu, v == m)) - 1) v = 0;
+  }
+  return m;
+}
+
+// 16-bit samples start their search from a raised least key (TopK v104): each warp's q-th
+// best thread maximum, q = ceil(rank / warps), as the warp's least key, so the block's least
+// is the least of those. Every warp then holds q keys at or above it, rank in all, so the
+// rank-th best sampled key is too, and the search's first histogram counts only the few keys
+// above it: from the sample's least key its 256 bins are an octave wide and nearly every key
+// falls in a few of them, whose shared atomics serialise (TopK v74 measured the screen ~1 us
+// shorter so; its fp32 64-row calls lost 4-6% for a reason not found, so fp32 keeps the plain
+// start). Up to this q (the pops cost ~30 cycles each).
+inline constexpr int kScreenRaiseMaxQ = 16;
+
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
@@ -128,7 +150,12 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
     t = detail::rth_best_of_threads<kThreads>(range.mx, static_cast<int>(rank), lists);
   } else {
     trace.mark();  // the sample in (as far as the compiler keeps the conversions above it)
-    const SmallCut c = small_cut<kThreads>(run, range, rank, s, &trace, rank + rank / 2);
+    KeyRange from = range;
+    if constexpr (Keys::kBits == 16 && kThreads != kScreenWideThreads) {
+      const int q = static_cast<int>((rank + kThreads / 32 - 1) / (kThreads / 32));
+      if (q <= detail::kScreenRaiseMaxQ) from.mn = max(from.mn, detail::qth_best_of_lanes(range.mx, q));
+    }
+    const SmallCut c = small_cut<kThreads>(run, from, rank, s, &trace, rank + rank / 2);
     t = c.lo;
     // Ties (a row of mostly equal or masked keys) put far more than 1.5 rank of the sample
     // at or above t, and the list would overflow: such a row is marked not screened
