@@ -92,9 +92,9 @@ FLYOPS_DEVICE uint32_t qth_best_of_lanes(uint32_t v, int q) {
 // is the least of those. Every warp then holds q keys at or above it, rank in all, so the
 // rank-th best sampled key is too, and the search's first histogram counts only the few keys
 // above it: from the sample's least key its 256 bins are an octave wide and nearly every key
-// falls in a few of them, whose shared atomics serialise (TopK v74 measured the screen ~1 us
-// shorter so; its fp32 64-row calls lost 4-6% for a reason not found, so fp32 keeps the plain
-// start). Up to this q (the pops cost ~30 cycles each).
+// falls in a few of them, whose shared atomics serialise. fp32 keeps the plain start: raised
+// (v104b) its 256-row and one-row calls gained 1-1.5% but the 64-row k = 1024 / 50 calls lost
+// ~0.7%, the cases furthest from the copy rate. Up to this q (the pops cost ~30 cycles each).
 inline constexpr int kScreenRaiseMaxQ = 16;
 
 }  // namespace flyops::topk::detail
