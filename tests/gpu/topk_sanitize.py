@@ -2,7 +2,11 @@
 flyops TopK kernel on aligned and misaligned rows, odd sizes and special values, each
 checked against stock. Run as: compute-sanitizer --kernel-name kns=flyops_topk python this
 (with the argument `rows`, `lists` or `passes`: that kernel's cases alone, for
-kns=flyops_topk_rows, kns=flyops_topk_finish or kns=flyops_topk_passes)."""
+kns=flyops_topk_rows, kns=flyops_topk_finish or kns=flyops_topk_passes). Under racecheck, a
+filter must take in every cluster kernel: a cluster kernel left uninstrumented after an
+instrumented kernel faults under that tool alone (docs/perf-notes.md, forty-eighth session;
+it did so behind torch's elementwise kernels alone), and the lists' chained row runs
+flyops_topk_cluster, so racecheck the lists with kns=flyops_topk_."""
 
 import sys
 
