@@ -192,6 +192,8 @@ inline constexpr int kListBucketMax = 128;
 // which the list pass does not use: a word per four keys of each thread. A one-key bucket
 // at or above the cut with more keys than this sends the row back as a crowded one does.
 inline constexpr uint32_t kListPlaceMax = 255;
+// List entries a thread loads at a time into its run (TopK v106).
+inline constexpr int kListBatch = 8;
 // The fp32 list finish's shared memory when its rows fit one CTA an SM (launch.cuh): more
 // than half of an SM's 228 KB, so that no two of its CTAs share an SM.
 inline constexpr int kFinishSpreadSmem = 116 * 1024;
