@@ -102,11 +102,14 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
 // cut holds more than kListBucketMax keys in a wide bucket or kListPlaceMax in a one-key
 // one (many tied keys: the caller selects as before). Key j of this thread's run is list
 // entry first + j * step. out(slot, key, position) for each slot below k, slot 0 the best; the
-// positions are read from the list after the staging, all at once. `within`: a word per
+// positions are read after the staging, all at once: where pos_row is not 0 (strided runs,
+// step = kThreads), entry t + j * kThreads's from pos_keys' row pos_row + j, column t (the
+// caller's copy, TopK v107), else from the list in global memory. `within`: a word per
 // four keys of each thread (word q of thread t at q * kThreads + t). Every thread calls it;
 // k <= kFinishSmemMaxK.
 template <int kThreads, typename Run, typename Out>
-FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, int step, KeyRange part, uint32_t k,
+FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, int step, const uint32_t* pos_keys,
+                            int pos_row, KeyRange part, uint32_t k,
                             SmallSelectSmem<kThreads>& s, uint32_t* bins, uint64_t* stage, uint32_t* within,
                             PhaseTrace* trace, Out&& out) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
@@ -215,7 +218,9 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, int st
   uint32_t pos[kOut];
 #pragma unroll
   for (int u = 0; u < kOut; ++u)  // the loads first, all in flight
-    if (slot[u] < k) pos[u] = list[index[u]].y;
+    if (slot[u] < k)
+      pos[u] = pos_row != 0 ? pos_keys[SmemKeys<kThreads>::at(index[u] % kThreads, pos_row + index[u] / kThreads)]
+                            : list[index[u]].y;
 #pragma unroll
   for (int u = 0; u < kOut; ++u)
     if (slot[u] < k) out(slot[u], key[u], pos[u]);
@@ -270,6 +275,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // This thread's run of keys: key j is candidate first + j * step, at row position
   // position(j).
   int first = 0, step = 1;
+  int pos_row = 0;  // the shared-memory list's positions: from this row of the keys' rows (0: none)
   KeyRange range;
 
   // ---- the screened candidates, when the stream found enough and not too many --------------
@@ -289,15 +295,21 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
         first = tid;
         step = kThreads;
         run.cnt = tid < c ? (c - 1 - tid) / kThreads + 1 : 0;
+        // The entries' positions too, where the runs leave room above them in the keys' rows
+        // (TopK v107): the list pass then reads its outputs' positions from shared memory.
+        const int rows_used = (c + kThreads - 1) / kThreads;
+        if (2 * rows_used <= a.elems) pos_row = rows_used;
         for (int j0 = 0; j0 < run.cnt; j0 += kListBatch) {
-          uint32_t key[kListBatch];
+          uint2 e[kListBatch];
 #pragma unroll
-          for (int u = 0; u < kListBatch; ++u) key[u] = j0 + u < run.cnt ? l[tid + (j0 + u) * kThreads].x : 0u;
+          for (int u = 0; u < kListBatch; ++u)
+            e[u] = j0 + u < run.cnt ? l[tid + (j0 + u) * kThreads] : make_uint2(0u, 0u);
 #pragma unroll
           for (int u = 0; u < kListBatch; ++u)
             if (j0 + u < run.cnt) {
-              run[j0 + u] = key[u];
-              range.add(key[u]);
+              run[j0 + u] = e[u].x;
+              if (pos_row != 0) run[pos_row + j0 + u] = e[u].y;
+              range.add(e[u].x);
             }
         }
       } else {
@@ -333,7 +345,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (listed) {
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
-      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, first, step, range, static_cast<uint32_t>(k), s,
+      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, first, step, keys, pos_row, range,
+                                     static_cast<uint32_t>(k), s,
                                      reinterpret_cast<uint32_t*>(smem + L.bins),
                                      reinterpret_cast<uint64_t*>(smem + L.stage),
                                      reinterpret_cast<uint32_t*>(smem + L.sort_key), &trace,
