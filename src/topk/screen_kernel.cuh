@@ -93,8 +93,8 @@ FLYOPS_DEVICE uint32_t qth_best_of_lanes(uint32_t v, int q) {
 // rank-th best sampled key is too, and the search's first histogram counts only the few keys
 // above it: from the sample's least key its 256 bins are an octave wide and nearly every key
 // falls in a few of them, whose shared atomics serialise. fp32 keeps the plain start: raised
-// (v104b) its 256-row and one-row calls gained 1-1.5% but the 64-row k = 1024 / 50 calls lost
-// ~0.7%, the cases furthest from the copy rate. Up to this q (the pops cost ~30 cycles each).
+// (v104b, four rounds) its 256-row calls gained ~1% and its 64-row calls lost ~1%, and those
+// are the furthest from the copy rate. Up to this q (the pops cost ~30 cycles each).
 inline constexpr int kScreenRaiseMaxQ = 16;
 
 }  // namespace flyops::topk::detail
