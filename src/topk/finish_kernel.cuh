@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (c >= k && c <= a.cap) {
       const uint2* l = a.cand + row * a.cap;
       if constexpr (kShared) {
+        mark();  // (trace builds) the count in
         // Runs strided by the block (TopK v106): key j of thread t is entry t + j * kThreads,
         // so each thread stores the keys it loads, a batch of loads in flight at a time. A
         // run of consecutive entries made every load's owner a division (i / per, i % per):
@@ -312,6 +313,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
               range.add(e[u].x);
             }
         }
+        mark();  // (trace builds) the list in, before the NaN vote's barrier
       } else {
         const int per = (c + kThreads - 1) / kThreads;
         first = tid * per;
