@@ -100,16 +100,16 @@ FLYOPS_DEVICE bool rank_over_cut(const Run& run, uint32_t cut, int k, uint64_t* 
 // list's order is the stream's, by atomics, as before). Wider buckets rank their composites
 // within the bucket. Returns false, having written nothing, when a bucket at or above the
 // cut holds more than kListBucketMax keys in a wide bucket or kListPlaceMax in a one-key
-// one (many tied keys: the caller selects as before). Key j of this thread's run is list
-// entry first + j * step. out(slot, key, position) for each slot below k, slot 0 the best; the
-// positions are read after the staging, all at once: where pos_row is not 0 (strided runs,
-// step = kThreads), entry t + j * kThreads's from pos_keys' row pos_row + j, column t (the
-// caller's copy, TopK v107), else from the list in global memory. `within`: a word per
+// one (many tied keys: the caller selects as before). Key j of thread t's run is list entry
+// t + j * kThreads (the runs strided by the block, TopK v106). out(slot, key, position) for
+// each slot below k, slot 0 the best; the positions are read after the staging, all at once:
+// where pos_row is not 0, entry t + j * kThreads's from pos_keys' row pos_row + j, column t
+// (the caller's copy, TopK v107), else from the list in global memory. `within`: a word per
 // four keys of each thread (word q of thread t at q * kThreads + t). Every thread calls it;
 // k <= kFinishSmemMaxK.
 template <int kThreads, typename Run, typename Out>
-FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, int step, const uint32_t* pos_keys,
-                            int pos_row, KeyRange part, uint32_t k,
+FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* pos_keys, int pos_row, KeyRange part,
+                            uint32_t k,
                             SmallSelectSmem<kThreads>& s, uint32_t* bins, uint64_t* stage, uint32_t* within,
                             PhaseTrace* trace, Out&& out) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
@@ -192,7 +192,7 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, int first, int st
 #pragma unroll
     for (int i = 0; i < kChunk; ++i)
       if (slot[i] != 0xffffffffu && (shift > 0 || slot[i] < k))
-        stage[slot[i]] = (uint64_t{key[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(first + (j0 + i) * step));
+        stage[slot[i]] = (uint64_t{key[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(tid + (j0 + i) * kThreads));
   }
   __syncthreads();
   trace->mark();
@@ -347,8 +347,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (listed) {
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
-      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, first, step, keys, pos_row, range,
-                                     static_cast<uint32_t>(k), s,
+      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, keys, pos_row, range, static_cast<uint32_t>(k), s,
                                      reinterpret_cast<uint32_t*>(smem + L.bins),
                                      reinterpret_cast<uint64_t*>(smem + L.stage),
                                      reinterpret_cast<uint32_t*>(smem + L.sort_key), &trace,
