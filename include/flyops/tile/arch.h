@@ -82,6 +82,18 @@ FLYOPS_DEVICE void red_release_gpu_add(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// Adds v to the shared-memory word at `addr` (a shared::cta address) where `p` holds, with no
+// branch: the compiler's atomicAdd under an `if` branches around each add and, in a kernel
+// that may run in a cluster, recomputes the shared window's base (S2R SR_CgaCtaId) inside
+// every branch, a chain of dependent instructions per key. No value comes back; no memory
+// clobber, so that loads of the keys may go ahead of it (a barrier orders it for readers).
+FLYOPS_DEVICE void red_shared_add_if(bool p, unsigned addr, unsigned v) {
+  asm volatile(
+      "{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %0, 0;\n\t@q red.shared.add.u32 [%1], %2;\n\t}" ::"r"(
+          static_cast<unsigned>(p)),
+      "r"(addr), "r"(v));
+}
+
 // Two adjacent fp32 values added into global memory (red.global.add.v2.f32, sm_90): no value
 // comes back, so the thread goes on at once; `p` 8-byte aligned. A warp whose lanes give
 // consecutive pairs adds 256 contiguous bytes in one instruction.
