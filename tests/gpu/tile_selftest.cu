@@ -1180,6 +1180,47 @@ void test_red_add() {
   cudaFree(g);
 }
 
+// ---- red_shared_add_if: 256 threads add 16 values each into a shared 256-bin histogram where
+// the value is in range; out-of-range values' addresses fall far outside the histogram (as
+// small_cut's do), so memcheck (tile-memcheck in scripts/gpu-check) sees any that is not
+// predicated off. Half the values crowd four bins, so same-address lanes are many ----
+__global__ void red_shared_add_if_kernel(const unsigned* values, unsigned span, unsigned* out) {
+  __shared__ unsigned hist[256];
+  hist[threadIdx.x] = 0;
+  __syncthreads();
+  const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(hist));
+  for (int j = 0; j < 16; ++j) {
+    const unsigned d = values[j * blockDim.x + threadIdx.x];
+    red_shared_add_if(d <= span, base + (d << 2), 1u + (d & 1u));
+  }
+  __syncthreads();
+  out[threadIdx.x] = hist[threadIdx.x];
+}
+
+void test_red_shared_add_if() {
+  const int n = 16 * 256;
+  const unsigned span = 255;
+  std::mt19937 rng(seeded(41));
+  std::vector<unsigned> v(n), want(256, 0);
+  for (int i = 0; i < n; ++i) {
+    const unsigned r = rng();
+    v[i] = r % 4 == 0 ? 256u + (r >> 4) : r % 4 == 1 ? (r >> 8) % 256 : 100 + (r >> 8) % 4;  // out, spread, crowded
+    if (v[i] <= span) want[v[i]] += 1u + (v[i] & 1u);
+  }
+  unsigned *values, *out;
+  CHECK_CUDA(cudaMalloc(&values, n * 4));
+  CHECK_CUDA(cudaMalloc(&out, 256 * 4));
+  CHECK_CUDA(cudaMemcpy(values, v.data(), n * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0xff, 256 * 4));
+  red_shared_add_if_kernel<<<1, 256>>>(values, span, out);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<unsigned> got(256);
+  CHECK_CUDA(cudaMemcpy(got.data(), out, 256 * 4, cudaMemcpyDeviceToHost));
+  report("red_shared_add_if: predicated shared adds, crowded bins, far addresses off", got == want);
+  cudaFree(values);
+  cudaFree(out);
+}
+
 // ---- named barrier: warpgroups 1 and 2 exchange through shared memory on barrier 1 while
 // warpgroup 0 takes no part ----
 __global__ void named_barrier_kernel(int* out) {
@@ -1390,6 +1431,7 @@ int main(int argc, char** argv) {
   test_regs_realloc();
   test_bulk_reduce();
   test_red_add();
+  test_red_shared_add_if();
   test_align_1024();
   test_turns();
   test_release_count();
