@@ -74,6 +74,9 @@ struct TopkPlan {
   // the selections skip those rows.
   int screen = 0;
   int screen_finish = 0;
+  // kDelegate, screened through the finish kernel: the sampling CTA's threads, whose pieces
+  // the rank counts (traits.h, screen_sample_threads); 0 otherwise.
+  int screen_threads = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their

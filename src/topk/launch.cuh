@@ -327,8 +327,8 @@ struct Launcher {
   }
 
   // Each row's screening threshold from a sample, by a CTA of kThreads (kScreenThreads or
-  // kScreenThreads16, or kScreenWideThreads for the wide sample); it zeroes the rows' counts
-  // and done marks.
+  // kScreenThreads32 for fp32, kScreenThreads16, or kScreenWideThreads for the wide sample);
+  // it zeroes the rows' counts and done marks.
   // kStreamSplit: the kernel at the stream's split (kScreen16CarveoutPercent, set in prepare()).
   template <int kThreads, bool kStreamSplit = false>
   static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
@@ -402,6 +402,8 @@ struct Launcher {
             s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
           else if (prepare(p.device))  // which sets that kernel's split
             s = screen_rows<kThreads, true>(p, plan.screen, thresh, count, nullptr);
+        } else if (plan.screen_threads == kScreenThreads32) {  // fp32's larger sample (TopK v109r)
+          s = screen_rows<kScreenThreads32>(p, plan.screen, thresh, count, nullptr);
         } else {
           s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
         }

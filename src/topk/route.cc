@@ -143,7 +143,7 @@ bool selection_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan::Select
 // `chain_screen`: whether the two radix selections may stand behind a finish of screened
 // lists (the wide sample; the smallest shared-memory finish whose capacity the rule admits).
 bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, int group, int fe, int screen_rank,
-                   bool chain_screen) {
+                   int screen_threads, bool chain_screen) {
   if (group == 0) return false;
   const int vec = 16 / elem_bytes(p.dtype);
   if (reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || (p.rows > 1 && p.x_row_stride % vec != 0)) return false;
@@ -154,6 +154,7 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
     plan.group = group;
     plan.finish = fe;
     plan.screen = screen_rank;
+    plan.screen_threads = screen_rank != 0 ? screen_threads : 0;
     return true;
   }
   TopkPlan::Selection maxima;
@@ -292,15 +293,16 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     const bool screen = forced == 10 || forced == 17 || (forced != 9 && !reg_finish && topk::prefer_screen(p));
     // The router (and 17) screen through the shared-memory finish only (tuned_table.h);
     // where the list does not fit it, the finish runs unscreened in the form it had.
-    int rank = 0;
+    int rank = 0, threads = 0;
     if (screen && fe != 0) {
       const int fs = forced < 0 || forced == 17 ? std::max(fe, 2 * topk::kFinishMaxE) : fe;
-      rank = topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs));
+      threads = topk::screen_sample_threads(p.n, p.k, bytes, topk::finish_capacity(fs));
+      rank = topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs), threads);
       if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
     if ((forced >= 0 || reg_finish || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
-        delegate_plan(p, dev, plan, group, fe, rank, chain_screen))
+        delegate_plan(p, dev, plan, group, fe, rank, threads, chain_screen))
       return plan;
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;

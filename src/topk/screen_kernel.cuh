@@ -100,9 +100,10 @@ inline constexpr int kScreenRaiseMaxQ = 16;
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. Warp w of W reads pieces w,
-// w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads
-// (kScreenThreads16 for 16-bit rows: the same pieces, fewer a thread), or kScreenWideThreads
-// for the wide sample, whose pieces grow with its threads (screen_rank counts them so).
+// w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads or
+// kScreenThreads32 for fp32 rows, kScreenThreads16 for 16-bit ones (kScreenThreads' pieces,
+// two vectors a thread), or kScreenWideThreads for the wide sample; fp32's and the wide
+// sample's pieces grow with the threads (screen_rank counts them so: screen_sample_threads).
 // kStreamSplit: the same code as a second kernel, which launch.cuh gives the screened
 // stream's L1 / shared split (kScreen16CarveoutPercent), a per-kernel attribute.
 template <typename Keys, int kThreads, bool kStreamSplit = false>
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kPieces = kThreads == kScreenWideThreads ? screen_pieces(kThreads) : kScreenPieces;
+  constexpr int kPieces = kThreads == kScreenWideThreads || sizeof(Raw) == 4 ? screen_pieces(kThreads) : kScreenPieces;
   constexpr int kPer = kPieces / (kThreads / 32);
   static_assert(kPer * (kThreads / 32) == kPieces, "whole pieces a warp");
   __shared__ SmallSelectSmem<kThreads> s;

@@ -236,6 +236,9 @@ inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // thread's selection runs over 16 sampled keys as in fp32 (with 128 threads of 32 keys the
 // 16-bit sample took 6.9-7.2 us at 256 rows against fp32's 5.1-5.3: TopK v69).
 inline constexpr int kScreenThreads16 = 256;
+// fp32 rows whose list would be long: 256 threads of four vectors, twice the pieces of
+// kScreenThreads (TopK v109r; screen_sample_threads below).
+inline constexpr int kScreenThreads32 = 256;
 // The 16-bit screen's preferred L1 / shared split where its CTAs cover nearly every SM, in
 // percent of the SM's 228 KB: the ~100 KB the driver gives the screened stream, so that the
 // stream's first wave can start on the SMs that hold a screening CTA (at the screen's own
@@ -261,7 +264,7 @@ inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * ele
 
 // Elements sampled from each row (16-byte vectors of elem_bytes elements) by a screening
 // CTA of `threads`.
-inline int64_t screen_samples(int elem_bytes, int threads = kScreenThreads) {
+inline int64_t screen_samples(int elem_bytes, int threads) {
   return int64_t{screen_pieces(threads)} * kScreenPieceVecs * (16 / elem_bytes);
 }
 
@@ -296,7 +299,7 @@ inline int poisson_tail_rank(double lambda, double p) {
 // above the threshold, the expected list (1.5 r / f) must also sit within half of `cap`,
 // the finish kernel's run capacity, and the vectors a maxima block queues (each holding
 // such an element) within half of its queue.
-inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads = kScreenThreads) {
+inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads) {
   const int64_t s = screen_samples(elem_bytes, threads);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
@@ -308,6 +311,21 @@ inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int th
   const double block_vectors = static_cast<double>(kDelegateThreads) * kDelegateUnroll;
   if (r > s || 2 * list > static_cast<double>(cap) || 2 * per_vector * block_vectors > kScreenQueue) return 0;
   return static_cast<int>(r);
+}
+
+// The threads whose pieces (screen_pieces) the finish kernel's screen samples for a row: 16-bit
+// rows kScreenThreads' 16 pieces (read by kScreenThreads16 threads of two vectors); fp32 rows
+// the same, or kScreenThreads32's 32 where that sample's list (r / f entries) would hold
+// kScreenLongList or more (TopK v109: f k doubles and the list is ~23% shorter, which took
+// 1.7% off fp32 64 x 262144 k = 1024 on an H100 (~3070 entries before), where rows of 151936
+// at k = 1024 (~2450) lost 0.7% and k = 50 / 100 1.2-1.9% to the larger sample).
+inline constexpr double kScreenLongList = 2900;
+inline int screen_sample_threads(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
+  if (elem_bytes != 4) return kScreenThreads;
+  const int r = screen_rank(n, k, elem_bytes, cap, kScreenThreads);
+  const double f = static_cast<double>(screen_samples(elem_bytes, kScreenThreads)) / static_cast<double>(n);
+  const bool long_list = r > 0 && r / f >= kScreenLongList;
+  return long_list && screen_rank(n, k, elem_bytes, cap, kScreenThreads32) > 0 ? kScreenThreads32 : kScreenThreads;
 }
 
 // First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).

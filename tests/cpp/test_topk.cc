@@ -732,7 +732,7 @@ TEST(TopkDelegates, Screen16StreamSplitFromRows) {
 // slack of 1.5) at most half the finish kernel's capacity; rows too short for apart pieces
 // do without.
 TEST(TopkDelegates, ScreenRank) {
-  for (int threads : {topk::kScreenThreads, topk::kScreenWideThreads})
+  for (int threads : {topk::kScreenThreads, topk::kScreenThreads32, topk::kScreenWideThreads})
   for (int bytes : {2, 4}) {
     const int pieces = topk::screen_pieces(threads);
     const int64_t s = topk::screen_samples(bytes, threads), vec = 16 / bytes;
@@ -772,16 +772,26 @@ TEST(TopkDelegates, ScreenRank) {
     EXPECT_EQ(topk::screen_rank(s - vec, 20, bytes, topk::finish_capacity(8), threads), 0);  // pieces would overlap
   }
   // The row of 2^24 at k = 100: only the wide sample leaves a list the finish kernel holds.
-  EXPECT_EQ(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32)), 0);
+  auto rank = [](int64_t n, int64_t k, int bytes, int64_t cap) {  // the finish kernel's sample
+    return topk::screen_rank(n, k, bytes, cap, topk::screen_sample_threads(n, k, bytes, cap));
+  };
+  // fp32's larger sample only where the 16-piece list would be long (TopK v109r)
+  const int64_t cap32 = topk::finish_capacity(32);
+  EXPECT_EQ(topk::screen_sample_threads(262144, 1024, 4, cap32), topk::kScreenThreads32);
+  EXPECT_EQ(topk::screen_sample_threads(151936, 1024, 4, cap32), topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample_threads(262144, 50, 4, cap32), topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample_threads(262144, 100, 4, cap32), topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample_threads(262144, 1024, 2, cap32), topk::kScreenThreads);
+  EXPECT_EQ(rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32)), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32), topk::kScreenWideThreads), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 2, topk::finish_capacity(16), topk::kScreenWideThreads), 0);
-  EXPECT_GT(topk::screen_rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
-  EXPECT_EQ(topk::screen_rank(262144, 1024, 4, 4096), 0);  // up to 4000 expected: over half of 4096
-  // k = 1024 of 32000 (fp32 or bf16): ~30% of the vectors would queue; of 151936 bf16 ~15%
-  EXPECT_EQ(topk::screen_rank(32000, 1024, 4, topk::finish_capacity(32)), 0);
-  EXPECT_EQ(topk::screen_rank(32000, 1024, 2, topk::finish_capacity(16)), 0);
-  EXPECT_GT(topk::screen_rank(151936, 1024, 2, topk::finish_capacity(32)), 0);
-  EXPECT_GT(topk::screen_rank(262144, 1024, 2, topk::finish_capacity(32)), 0);
+  EXPECT_GT(rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
+  EXPECT_EQ(rank(262144, 1024, 4, 4096), 0);  // up to ~3550 expected: over half of 4096
+  // k = 1024 of 32000 (fp32 or bf16): ~27-30% of the vectors would queue; of 151936 bf16 ~15%
+  EXPECT_EQ(rank(32000, 1024, 4, topk::finish_capacity(32)), 0);
+  EXPECT_EQ(rank(32000, 1024, 2, topk::finish_capacity(16)), 0);
+  EXPECT_GT(rank(151936, 1024, 2, topk::finish_capacity(32)), 0);
+  EXPECT_GT(rank(262144, 1024, 2, topk::finish_capacity(32)), 0);
 }
 
 // Every plan the router picks over a sweep fits shared memory and its workspace covers the
@@ -823,7 +833,9 @@ TEST(TopkRoute, PlansFit) {
                 EXPECT_EQ(topk_workspace_bytes(p, plan), size_t(l.total));
                 EXPECT_GE(l.thresh, rows * (n / plan.group) * 4);
                 if (plan.screen != 0) {  // pieces apart, and room for twice the expected list
-                  const int64_t s = topk::screen_samples(static_cast<int>(dtype_size(t)));
+                  const int bytes = static_cast<int>(dtype_size(t));
+                  EXPECT_EQ(plan.screen_threads, topk::screen_sample_threads(n, k, bytes, cap));
+                  const int64_t s = topk::screen_samples(bytes, plan.screen_threads);
                   EXPECT_GE(n, s);
                   EXPECT_LE(plan.screen, s);
                   EXPECT_LE(3 * plan.screen * n, cap * s);

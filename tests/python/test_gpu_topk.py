@@ -339,13 +339,16 @@ def test_delegates_finish_loose(plant, dtype):
                     assert_same_as_stock(x, k, largest=largest, sorted=sorted)
 
 
-def screen_pieces(n, dtype, pieces=16):
+def screen_pieces(n, dtype, pieces=None):
     """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece):
-    16 pieces (kScreenPieces), or 128 for the wide sample (screen_pieces(kScreenWideThreads))."""
-    vec = 16 // torch.tensor([], dtype=dtype).element_size()
+    16 pieces, and for fp32 also the 32 of its larger sample (screen_sample_threads: the
+    router takes either), or 128 for the wide sample (screen_pieces(kScreenWideThreads))."""
+    size = torch.tensor([], dtype=dtype).element_size()
+    vec = 16 // size
     nv, piece_vecs = n // vec, 32  # kScreenPieceVecs
-    return [(p * (nv - piece_vecs) // (pieces - 1) * vec, (p * (nv - piece_vecs) // (pieces - 1) + piece_vecs) * vec)
-            for p in range(pieces)]
+    counts = [pieces] if pieces else [16, 32] if size == 4 else [16]
+    return [(p * (nv - piece_vecs) // (c - 1) * vec, (p * (nv - piece_vecs) // (c - 1) + piece_vecs) * vec)
+            for c in counts for p in range(c)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
