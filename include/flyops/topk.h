@@ -75,7 +75,7 @@ struct TopkPlan {
   int screen = 0;
   int screen_finish = 0;
   // kDelegate, screened through the finish kernel: the sampling CTA's threads, whose pieces
-  // the rank counts (traits.h, screen_sample_threads); 0 otherwise.
+  // the rank counts (traits.h, screen_sample); 0 otherwise.
   int screen_threads = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;

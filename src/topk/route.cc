@@ -296,8 +296,9 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     int rank = 0, threads = 0;
     if (screen && fe != 0) {
       const int fs = forced < 0 || forced == 17 ? std::max(fe, 2 * topk::kFinishMaxE) : fe;
-      threads = topk::screen_sample_threads(p.n, p.k, bytes, topk::finish_capacity(fs));
-      rank = topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(fs), threads);
+      const topk::ScreenSample sample = topk::screen_sample(p.n, p.k, bytes, topk::finish_capacity(fs));
+      threads = sample.threads;
+      rank = sample.rank;
       if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));

@@ -103,7 +103,7 @@ inline constexpr int kScreenRaiseMaxQ = 16;
 // w + W, ..., w + (kPer - 1) W, one 16-byte vector per lane each. kThreads: kScreenThreads or
 // kScreenThreads32 for fp32 rows, kScreenThreads16 for 16-bit ones (kScreenThreads' pieces,
 // two vectors a thread), or kScreenWideThreads for the wide sample; fp32's and the wide
-// sample's pieces grow with the threads (screen_rank counts them so: screen_sample_threads).
+// sample's pieces grow with the threads (screen_rank counts them so: screen_sample).
 // kStreamSplit: the same code as a second kernel, which launch.cuh gives the screened
 // stream's L1 / shared split (kScreen16CarveoutPercent), a per-kernel attribute.
 template <typename Keys, int kThreads, bool kStreamSplit = false>

@@ -237,7 +237,7 @@ inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // 16-bit sample took 6.9-7.2 us at 256 rows against fp32's 5.1-5.3: TopK v69).
 inline constexpr int kScreenThreads16 = 256;
 // fp32 rows whose list would be long: 256 threads of four vectors, twice the pieces of
-// kScreenThreads (TopK v109r; screen_sample_threads below).
+// kScreenThreads (TopK v109r; screen_sample below).
 inline constexpr int kScreenThreads32 = 256;
 // The 16-bit screen's preferred L1 / shared split where its CTAs cover nearly every SM, in
 // percent of the SM's 228 KB: the ~100 KB the driver gives the screened stream, so that the
@@ -313,19 +313,24 @@ inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int th
   return static_cast<int>(r);
 }
 
-// The threads whose pieces (screen_pieces) the finish kernel's screen samples for a row: 16-bit
-// rows kScreenThreads' 16 pieces (read by kScreenThreads16 threads of two vectors); fp32 rows
-// the same, or kScreenThreads32's 32 where that sample's list (r / f entries) would hold
+// The sample the finish kernel's screen takes of a row, as its threads (whose pieces
+// screen_pieces counts) and the rank screen_rank gives it: 16-bit rows kScreenThreads' 16
+// pieces (read by kScreenThreads16 threads of two vectors); fp32 rows the same, or kScreenThreads32's 32 where that sample's list (r / f entries) would hold
 // kScreenLongList or more (TopK v109: f k doubles and the list is ~23% shorter, which took
 // 1.7% off fp32 64 x 262144 k = 1024 on an H100 (~3070 entries before), where rows of 151936
 // at k = 1024 (~2450) lost 0.7% and k = 50 / 100 1.2-1.9% to the larger sample).
+// Returns the sample's threads and its rank (0: no screening), each rank computed once.
 inline constexpr double kScreenLongList = 2900;
-inline int screen_sample_threads(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
-  if (elem_bytes != 4) return kScreenThreads;
+struct ScreenSample {
+  int threads, rank;
+};
+inline ScreenSample screen_sample(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
   const int r = screen_rank(n, k, elem_bytes, cap, kScreenThreads);
+  if (elem_bytes != 4 || r == 0) return {kScreenThreads, r};
   const double f = static_cast<double>(screen_samples(elem_bytes, kScreenThreads)) / static_cast<double>(n);
-  const bool long_list = r > 0 && r / f >= kScreenLongList;
-  return long_list && screen_rank(n, k, elem_bytes, cap, kScreenThreads32) > 0 ? kScreenThreads32 : kScreenThreads;
+  if (r / f < kScreenLongList) return {kScreenThreads, r};
+  const int r32 = screen_rank(n, k, elem_bytes, cap, kScreenThreads32);
+  return r32 > 0 ? ScreenSample{kScreenThreads32, r32} : ScreenSample{kScreenThreads, r};
 }
 
 // First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).

@@ -773,15 +773,17 @@ TEST(TopkDelegates, ScreenRank) {
   }
   // The row of 2^24 at k = 100: only the wide sample leaves a list the finish kernel holds.
   auto rank = [](int64_t n, int64_t k, int bytes, int64_t cap) {  // the finish kernel's sample
-    return topk::screen_rank(n, k, bytes, cap, topk::screen_sample_threads(n, k, bytes, cap));
+    const topk::ScreenSample sample = topk::screen_sample(n, k, bytes, cap);
+    EXPECT_EQ(sample.rank, topk::screen_rank(n, k, bytes, cap, sample.threads));
+    return sample.rank;
   };
   // fp32's larger sample only where the 16-piece list would be long (TopK v109r)
   const int64_t cap32 = topk::finish_capacity(32);
-  EXPECT_EQ(topk::screen_sample_threads(262144, 1024, 4, cap32), topk::kScreenThreads32);
-  EXPECT_EQ(topk::screen_sample_threads(151936, 1024, 4, cap32), topk::kScreenThreads);
-  EXPECT_EQ(topk::screen_sample_threads(262144, 50, 4, cap32), topk::kScreenThreads);
-  EXPECT_EQ(topk::screen_sample_threads(262144, 100, 4, cap32), topk::kScreenThreads);
-  EXPECT_EQ(topk::screen_sample_threads(262144, 1024, 2, cap32), topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample(262144, 1024, 4, cap32).threads, topk::kScreenThreads32);
+  EXPECT_EQ(topk::screen_sample(151936, 1024, 4, cap32).threads, topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample(262144, 50, 4, cap32).threads, topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample(262144, 100, 4, cap32).threads, topk::kScreenThreads);
+  EXPECT_EQ(topk::screen_sample(262144, 1024, 2, cap32).threads, topk::kScreenThreads);
   EXPECT_EQ(rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32)), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32), topk::kScreenWideThreads), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 2, topk::finish_capacity(16), topk::kScreenWideThreads), 0);
@@ -834,7 +836,7 @@ TEST(TopkRoute, PlansFit) {
                 EXPECT_GE(l.thresh, rows * (n / plan.group) * 4);
                 if (plan.screen != 0) {  // pieces apart, and room for twice the expected list
                   const int bytes = static_cast<int>(dtype_size(t));
-                  EXPECT_EQ(plan.screen_threads, topk::screen_sample_threads(n, k, bytes, cap));
+                  EXPECT_EQ(plan.screen_threads, topk::screen_sample(n, k, bytes, cap).threads);
                   const int64_t s = topk::screen_samples(bytes, plan.screen_threads);
                   EXPECT_GE(n, s);
                   EXPECT_LE(plan.screen, s);

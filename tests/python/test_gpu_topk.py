@@ -341,7 +341,7 @@ def test_delegates_finish_loose(plant, dtype):
 
 def screen_pieces(n, dtype, pieces=None):
     """Element ranges the screening kernel samples from a row of n (traits.h, screen_piece):
-    16 pieces, and for fp32 also the 32 of its larger sample (screen_sample_threads: the
+    16 pieces, and for fp32 also the 32 of its larger sample (screen_sample: the
     router takes either), or 128 for the wide sample (screen_pieces(kScreenWideThreads))."""
     size = torch.tensor([], dtype=dtype).element_size()
     vec = 16 // size
