@@ -53,6 +53,12 @@ struct ClusterArgs {
   // group_map[r * (row_stride >> group_log2) + i >> group_log2] of the input row (delegates).
   const int64_t* group_map;
   int group_log2;
+  // With group_map, given: the elements are read from this input through the map (its rows
+  // group_src_stride elements apart), a bulk copy a group's part of the slice, in place of a
+  // gathered copy of the chosen groups (TopK v114: the delegates' gather kernel); 16-byte
+  // aligned, as the delegates' rows are, and groups of whole vectors.
+  const void* group_src;
+  int64_t group_src_stride;
   int k;           // per row; a last row shorter than k yields all its elements
   int out_stride;  // elements between output rows
   bool largest;
@@ -193,6 +199,13 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   const int64_t lo = int64_t(rank) * a.slice;
   const int cnt = static_cast<int>(row_n - lo <= 0 ? 0 : (row_n - lo < a.slice ? row_n - lo : a.slice));
   const Raw* xr = static_cast<const Raw*>(a.x) + in_row * a.row_stride + seg0 + lo;
+  const Raw* src_row = a.group_src != nullptr ? static_cast<const Raw*>(a.group_src) + in_row * a.group_src_stride : nullptr;
+  // Element lo + i of the segment, in memory (through the group map when reading group_src).
+  auto src_of = [&](int i) -> const Raw* {
+    if (src_row == nullptr) return xr + i;
+    const int64_t e = lo + i, gl = a.group_log2;
+    return src_row + (a.group_map[in_row * (a.row_stride >> gl) + (e >> gl)] << gl) + (e & ((int64_t{1} << gl) - 1));
+  };
   const bool largest = a.largest;
 
   const ClusterSmem L = cluster_smem(a.data_bytes, a.cand_cap, a.sort_cap, a.stage_cap);
@@ -227,20 +240,38 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
     atomicAdd(&hist[key >> kTopShift], 1u);
     return key;
   };
-  if ((reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
+  if (src_row != nullptr || (reinterpret_cast<uintptr_t>(xr) & 15u) == 0) {
     // TMA bulk copy of the slice (all of it in flight at once, no registers), then the
     // keys and the histogram in place, in shared memory.
     const int nv = cnt / kVec;
+    const uint32_t bytes = static_cast<uint32_t>(nv) * 16u;
     if (tid == 0) {
       tile::mbarrier_init(&ctl.load_bar, 1);
-      const uint32_t bytes = static_cast<uint32_t>(nv) * 16u;
       tile::mbarrier_arrive_expect_tx(&ctl.load_bar, bytes);
-      constexpr uint32_t kChunk = 32 * 1024;
-      for (uint32_t off = 0; off < bytes; off += kChunk)
-        tile::bulk_copy_g2s(reinterpret_cast<char*>(keys) + off, reinterpret_cast<const char*>(xr) + off,
-                            bytes - off < kChunk ? bytes - off : kChunk, &ctl.load_bar);
+      if (src_row == nullptr) {
+        constexpr uint32_t kChunk = 32 * 1024;
+        for (uint32_t off = 0; off < bytes; off += kChunk)
+          tile::bulk_copy_g2s(reinterpret_cast<char*>(keys) + off, reinterpret_cast<const char*>(xr) + off,
+                              bytes - off < kChunk ? bytes - off : kChunk, &ctl.load_bar);
+      }
     }
-    for (int i = nv * kVec + tid; i < cnt; i += kThreads) keys[i] = xr[i];  // the < 16-byte tail
+    if (src_row != nullptr) {
+      // A copy per group the slice meets, one group a thread of warp 0 (its map entry read
+      // in parallel), once the barrier expects the bytes. Slices and groups are whole
+      // vectors, so every part is too, and there is no tail.
+      __syncwarp();
+      if (warp == 0) {
+        const int gl = a.group_log2;
+        const int64_t g0 = lo >> gl, g1 = (lo + cnt + (int64_t{1} << gl) - 1) >> gl;
+        for (int64_t g = g0 + lane; g < g1; g += 32) {
+          const int64_t e0 = max(lo, g << gl), e1 = min(lo + int64_t{cnt}, (g + 1) << gl);
+          tile::bulk_copy_g2s(keys + (e0 - lo), src_of(static_cast<int>(e0 - lo)),
+                              static_cast<uint32_t>((e1 - e0) * sizeof(Raw)), &ctl.load_bar);
+        }
+      }
+    } else {
+      for (int i = nv * kVec + tid; i < cnt; i += kThreads) keys[i] = xr[i];  // the < 16-byte tail
+    }
     __syncthreads();  // the barrier is initialised before anyone waits on it
     tile::mbarrier_wait(&ctl.load_bar, 0);
     uint4* vk = reinterpret_cast<uint4*>(keys);
@@ -281,7 +312,7 @@ __global__ void __launch_bounds__(flyops::topk::kClusterThreads, 2) flyops_topk_
   };
   // The element's bits: from its key, except NaNs (one key for all), re-read from memory.
   auto raw_of = [&](uint32_t key, int i) -> uint32_t {
-    return is_nan_key<Keys>(key, largest) ? uint32_t{xr[i]} : raw_of_order_key<Keys>(key, largest);
+    return is_nan_key<Keys>(key, largest) ? uint32_t{*src_of(i)} : raw_of_order_key<Keys>(key, largest);
   };
   auto composite = [&](uint32_t key, uint32_t idx) -> uint64_t {
     return (uint64_t{key} << 32) | (0xffffffffu - idx);

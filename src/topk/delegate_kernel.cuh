@@ -5,9 +5,10 @@
 //             becomes its best element's 32-bit ascending key;
 //   select    the k best maxima of each row (the cluster kernel on AscKeys32): their
 //             groups hold the row's answer;
-//   gather    those k groups' elements into a candidate row;
-//   select    the k best candidates (the cluster kernel, positions mapped back through
-//             the chosen groups).
+//   select    the k best elements of those k groups (the cluster kernel, reading each
+//             chosen group from the row by its own bulk copy: TopK v114, where a gather
+//             kernel copied them into a candidate row before; positions mapped back
+//             through the chosen groups).
 //
 // Why the k best groups suffice: their maxima are k distinct elements at or above the
 // k-th best maximum t, so the row's k-th best key is >= t, and every answer element lies
@@ -44,18 +45,6 @@ struct DelegateArgs {
   uint32_t* count;
   uint2* cand;
   int64_t cap;
-};
-
-struct GatherArgs {
-  const void* x;
-  int64_t row_stride;
-  int64_t groups_total;    // rows * k
-  int k;
-  int group_vecs_log2;     // 16-byte vectors per group
-  const int64_t* chosen;   // [rows, k] group numbers
-  void* cand;              // [rows, k * group] their elements (positions: from `chosen`)
-  const uint32_t* skip;    // [rows] the list finish's marks (chain_mark.cuh), or null; given, the
-                           // kernel is launched dependent on the previous one
 };
 
 }  // namespace flyops::topk
@@ -250,22 +239,4 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   grid_trace.end(1);
 }
 
-// One 16-byte vector of a chosen group per thread.
-template <typename Raw>
-__global__ void __launch_bounds__(flyops::topk::kDelegateThreads) flyops_topk_gather(flyops::topk::GatherArgs a) {
-  using namespace flyops::topk;
-  constexpr int kVec = 16 / sizeof(Raw);
-  const int gl = a.group_vecs_log2;
-  const int64_t t = int64_t(blockIdx.x) * kDelegateThreads + threadIdx.x;  // vector of the candidates
-  const int64_t slot = t >> gl;                                               // row * k + j
-  if (slot >= a.groups_total) return;
-  const int64_t row = slot / a.k;
-  if (a.skip != nullptr) {  // launched dependent (launch.cuh); the next may launch at once
-    flyops::tile::allow_dependent_launch();
-    if (detail::chain_row_listed<false>(a.skip + row)) return;
-  }
-  const int64_t pos = ((a.chosen[slot] << gl) + (t & ((int64_t{1} << gl) - 1))) * kVec;
-  const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const Raw*>(a.x) + row * a.row_stride + pos);
-  reinterpret_cast<uint4*>(a.cand)[t] = v;
-}
 #endif

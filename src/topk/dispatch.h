@@ -94,23 +94,22 @@ inline FinishLayout finish_layout(const TopkParams& p, int group, int64_t cap, b
 }
 
 // The delegates' workspace, in order: maxima, their selection's values, indices (the
-// chosen groups) and own workspace, then the candidates; when screening (`screen_cap`, the
-// list finish's capacity, nonzero), each row's threshold, count and done mark, then its list
-// of screen_cap (key, position) pairs. Offsets in bytes, 16-byte aligned.
+// chosen groups) and own workspace (the candidates' selection reads the chosen groups from
+// the rows: TopK v114); when screening (`screen_cap`, the list finish's capacity, nonzero),
+// each row's threshold, count and done mark, then its list of screen_cap (key, position)
+// pairs. Offsets in bytes, 16-byte aligned.
 struct DelegateLayout {
-  int64_t maxima = 0, sel_values = 0, sel_indices = 0, sel_workspace = 0, cand = 0;
+  int64_t maxima = 0, sel_values = 0, sel_indices = 0, sel_workspace = 0;
   int64_t thresh = 0, count = 0, done = 0, list = 0, total = 0;
 };
 inline DelegateLayout delegate_layout(const TopkParams& p, int group, int64_t sel_workspace_bytes,
                                       int64_t screen_cap = 0) {
   auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
-  const int64_t c = p.rows * p.k * group;
   DelegateLayout l;
   l.sel_values = up16(maxima_bytes(p, group));
   l.sel_indices = l.sel_values + up16(p.rows * p.k * 4);
   l.sel_workspace = l.sel_indices + up16(p.rows * p.k * 8);
-  l.cand = l.sel_workspace + up16(sel_workspace_bytes);
-  l.thresh = l.count = l.done = l.list = l.total = l.cand + up16(c * static_cast<int64_t>(dtype_size(p.dtype)));
+  l.thresh = l.count = l.done = l.list = l.total = l.sel_workspace + up16(sel_workspace_bytes);
   if (screen_cap == 0) return l;
   l.count = l.thresh + up16(p.rows * 4);
   l.done = l.count + up16(p.rows * 4);

@@ -168,13 +168,17 @@ struct Launcher {
     return launched(tile::launch_cluster(&flyops_topk_cluster<Keys>, grid, block, g.smem, stream, cluster, a));
   }
 
+  // group_src (with group_map): the rows the groups come from, group_src_stride elements apart.
   static Status one_pass(const TopkParams& p, int cluster, const int64_t* group_map = nullptr, int group_log2 = 0,
-                         int gather = 0, const uint32_t* skip = nullptr) {
+                         int gather = 0, const uint32_t* skip = nullptr, const void* group_src = nullptr,
+                         int64_t group_src_stride = 0) {
     ClusterArgs a{};
     a.gather_cap = gather;
     a.skip = skip;
     a.group_map = group_map;
     a.group_log2 = group_log2;
+    a.group_src = group_src;
+    a.group_src_stride = group_src_stride;
     a.x = p.x;
     a.rows = p.rows;
     a.n = a.seg_len = p.n;
@@ -374,7 +378,6 @@ struct Launcher {
     uint32_t* maxima = reinterpret_cast<uint32_t*>(ws);  // they lead both layouts (dispatch.h)
 
     const int gv = group / kVec;  // both powers of two
-    const int gl = __builtin_ctz(static_cast<unsigned>(gv));
     DelegateArgs d{p.x, p.rows, p.n, p.x_row_stride, 0, p.largest, maxima, nullptr, nullptr, nullptr, 0};
     constexpr int64_t kPerBlock = int64_t{kDelegateThreads} * kDelegateUnroll;
     d.blocks_per_row = (p.n / kVec + kPerBlock - 1) / kPerBlock;
@@ -450,22 +453,11 @@ struct Launcher {
     m.workspace_bytes = static_cast<std::size_t>(m_ws);
     if (Status s = select_maxima(m, plan.maxima, done); s != Status::kSuccess) return s;
 
-    GatherArgs g{p.x, p.x_row_stride, p.rows * p.k, static_cast<int>(p.k), gl, m.indices, ws + l.cand, done};
-    const int64_t vecs = p.rows * p.k * gv;
-    const dim3 ggrid(static_cast<unsigned>((vecs + kDelegateThreads - 1) / kDelegateThreads));
-    if (done != nullptr) {  // behind the list finish: launched dependent, as the selections
-      if (Status s = launched(tile::launch_dependent(&flyops_topk_gather<Raw>, ggrid, dim3(kDelegateThreads), 0,
-                                                     p.stream, g));
-          s != Status::kSuccess)
-        return s;
-    } else {
-      flyops_topk_gather<Raw><<<ggrid, kDelegateThreads, 0, p.stream>>>(g);
-      if (Status s = launch_status(); s != Status::kSuccess) return s;
-    }
-
-    TopkParams c = candidate_params(p, group);
-    c.x = ws + l.cand;
-    return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)), 0, done);
+    // The chosen groups' elements, read by the selection straight from the rows (TopK v114:
+    // no gather kernel, one launch fewer behind a list that held the answer).
+    const TopkParams c = candidate_params(p, group);
+    return one_pass(c, plan.candidates.cluster, m.indices, __builtin_ctz(static_cast<unsigned>(group)), 0, done, p.x,
+                    p.x_row_stride);
   }
 
   // The radix passes (passes_kernel.cuh): the histograms and states cleared, then a count
