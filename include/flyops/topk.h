@@ -77,6 +77,9 @@ struct TopkPlan {
   // kDelegate, screened through the finish kernel: the sampling CTA's threads, whose pieces
   // the rank counts (traits.h, screen_sample); 0 otherwise.
   int screen_threads = 0;
+  // kDelegate, screened ahead of the two selections: the wide sample's 16-byte vectors a
+  // thread (traits.h: kScreenVecsPerThread, or kScreenWideVecsLong); 0 otherwise.
+  int screen_vecs = 0;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their

@@ -334,10 +334,12 @@ struct Launcher {
   // kScreenThreads32 for fp32, kScreenThreads16, or kScreenWideThreads for the wide sample);
   // it zeroes the rows' counts and done marks.
   // kStreamSplit: the kernel at the stream's split (kScreen16CarveoutPercent, set in prepare()).
-  template <int kThreads, bool kStreamSplit = false>
+  // kWideVecs: the wide sample's vectors a thread (kScreenWideVecsLong for fp32's longer one).
+  template <int kThreads, bool kStreamSplit = false, int kWideVecs = kScreenVecsPerThread>
   static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
     ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done};
-    flyops_topk_screen<Keys, kThreads, kStreamSplit><<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
+    flyops_topk_screen<Keys, kThreads, kStreamSplit, kWideVecs>
+        <<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
     return launch_status();
   }
 
@@ -399,7 +401,14 @@ struct Launcher {
         constexpr int kThreads = sizeof(Raw) == 2 ? kScreenThreads16 : kScreenThreads;
         Status s = Status::kUnsupported;
         if (chain) {
-          s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
+          if constexpr (sizeof(Raw) == 4) {
+            if (plan.screen_vecs == kScreenWideVecsLong)
+              s = screen_rows<kScreenWideThreads, false, kScreenWideVecsLong>(p, plan.screen, thresh, count, done);
+            else
+              s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
+          } else {
+            s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
+          }
         } else if constexpr (sizeof(Raw) == 2) {
           if (!screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
             s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);

@@ -167,10 +167,15 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   plan.maxima = maxima;
   plan.candidates = {TopkPlan::Kind::kCluster, cc, 0, 1};
   if (chain_screen && p.k <= topk::kFinishSmemMaxK) {
-    for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE && plan.screen == 0; e *= 2) {
-      plan.screen = topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(e),
-                                      topk::kScreenWideThreads);
-      plan.screen_finish = plan.screen != 0 ? e : 0;
+    // The wide sample, or for fp32 rows it cannot screen the longer one (traits.h).
+    for (int vecs : {topk::kScreenVecsPerThread, topk::kScreenWideVecsLong}) {
+      if (plan.screen != 0 || (vecs != topk::kScreenVecsPerThread && elem_bytes(p.dtype) != 4)) break;
+      for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE && plan.screen == 0; e *= 2) {
+        plan.screen = topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(e),
+                                        topk::kScreenWideThreads, vecs);
+        plan.screen_finish = plan.screen != 0 ? e : 0;
+        plan.screen_vecs = plan.screen != 0 ? vecs : 0;
+      }
     }
   }
   return true;
@@ -379,7 +384,9 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
       selection_name(plan.maxima, m, sizeof m);
       selection_name(plan.candidates, c, sizeof c);
       std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,%s,%s%s>", dtype_name(dtype), plan.group, m, c,
-                    plan.screen != 0 ? ",screen" : "");
+                    plan.screen == 0                                  ? ""
+                    : plan.screen_vecs == topk::kScreenWideVecsLong ? ",screen,long"
+                                                                      : ",screen");
       break;
     }
     case TopkPlan::Kind::kStock: std::snprintf(buf, len, "stock"); break;

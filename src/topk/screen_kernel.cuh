@@ -106,12 +106,14 @@ inline constexpr int kScreenRaiseMaxQ = 16;
 // sample's pieces grow with the threads (screen_rank counts them so: screen_sample).
 // kStreamSplit: the same code as a second kernel, which launch.cuh gives the screened
 // stream's L1 / shared split (kScreen16CarveoutPercent), a per-kernel attribute.
-template <typename Keys, int kThreads, bool kStreamSplit = false>
+template <typename Keys, int kThreads, bool kStreamSplit = false, int kWideVecs = flyops::topk::kScreenVecsPerThread>
 __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::ScreenArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kPieces = kThreads == kScreenWideThreads || sizeof(Raw) == 4 ? screen_pieces(kThreads) : kScreenPieces;
+  constexpr int kPieces = kThreads == kScreenWideThreads ? screen_pieces(kThreads, kWideVecs)
+                          : sizeof(Raw) == 4             ? screen_pieces(kThreads)
+                                                         : kScreenPieces;
   constexpr int kPer = kPieces / (kThreads / 32);
   static_assert(kPer * (kThreads / 32) == kPieces, "whole pieces a warp");
   __shared__ SmallSelectSmem<kThreads> s;

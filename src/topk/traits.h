@@ -230,7 +230,8 @@ FLYOPS_HD FinishSmem finish_smem(int elems, int k, int group_log2) {
 inline constexpr int kScreenThreads = 128;  // few registers a CTA: the stream's blocks start beside it
 inline constexpr int kScreenPieceVecs = 32;
 inline constexpr int kScreenVecsPerThread = 4;
-FLYOPS_HD constexpr int screen_pieces(int threads) { return threads / 32 * kScreenVecsPerThread; }
+// Pieces a screening CTA of `threads` reads at `vecs` 16-byte vectors a thread.
+FLYOPS_HD constexpr int screen_pieces(int threads, int vecs = kScreenVecsPerThread) { return threads / 32 * vecs; }
 inline constexpr int kScreenPieces = screen_pieces(kScreenThreads);
 // 16-bit rows: the same pieces read by twice the threads, two vectors each, so that each
 // thread's selection runs over 16 sampled keys as in fp32 (with 128 threads of 32 keys the
@@ -254,6 +255,10 @@ inline bool screen16_takes_stream_split(int64_t rows, int sm_count) { return row
 // the row of 2^24): 8x the pieces, so that a k of ~100 leaves a list of a few thousand
 // (16 pieces of a 2^24 row would put ~25k elements above the threshold).
 inline constexpr int kScreenWideThreads = 1024;
+// fp32 rows that sample cannot screen (its list would overflow the finish: the row of 2^24
+// at k = 1024) take twice the pieces, eight vectors a thread (TopK v116: 72.5 -> 40.9 us
+// there; as every fp32 row's wide sample, v112, it cost rows of 2^20-2^22 3-10%).
+inline constexpr int kScreenWideVecsLong = 8;
 // Vectors a maxima block examines after its loop (of its 1024): 512 let bf16 rows of 128k-152k
 // screen at k = 1024 (~15% of their vectors reach the threshold), 1.17-1.29x (TopK v45).
 inline constexpr int kScreenQueue = 512;
@@ -264,8 +269,8 @@ inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * ele
 
 // Elements sampled from each row (16-byte vectors of elem_bytes elements) by a screening
 // CTA of `threads`.
-inline int64_t screen_samples(int elem_bytes, int threads) {
-  return int64_t{screen_pieces(threads)} * kScreenPieceVecs * (16 / elem_bytes);
+inline int64_t screen_samples(int elem_bytes, int threads, int vecs = kScreenVecsPerThread) {
+  return int64_t{screen_pieces(threads, vecs)} * kScreenPieceVecs * (16 / elem_bytes);
 }
 
 // A row's threshold that means "not screened" (screen_kernel.cuh): the sample's keys at or
@@ -299,8 +304,9 @@ inline int poisson_tail_rank(double lambda, double p) {
 // above the threshold, the expected list (1.5 r / f) must also sit within half of `cap`,
 // the finish kernel's run capacity, and the vectors a maxima block queues (each holding
 // such an element) within half of its queue.
-inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads) {
-  const int64_t s = screen_samples(elem_bytes, threads);
+inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads,
+                       int vecs = kScreenVecsPerThread) {
+  const int64_t s = screen_samples(elem_bytes, threads, vecs);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
   const double fk = f * static_cast<double>(k);

@@ -486,6 +486,10 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 100)), "flyops_topk_delegates<fp32,g128,c16,c4,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 100)), "flyops_topk_delegates<bf16,g128,c16,c4,screen>");
+  // the longer wide sample where the wide one cannot screen: fp32 only (TopK v116)
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 24, 1024)),
+            "flyops_topk_delegates<fp32,g128,c16,c16,screen,long>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 1024)), "flyops_topk_delegates<bf16,g128,c16,c16,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
@@ -787,6 +791,11 @@ TEST(TopkDelegates, ScreenRank) {
   EXPECT_EQ(rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32)), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 4, topk::finish_capacity(32), topk::kScreenWideThreads), 0);
   EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 100, 2, topk::finish_capacity(16), topk::kScreenWideThreads), 0);
+  // fp32 2^24 at k = 1024: the wide sample's list would overflow the finish, the longer one's fits
+  EXPECT_EQ(topk::screen_rank(int64_t{1} << 24, 1024, 4, topk::finish_capacity(32), topk::kScreenWideThreads), 0);
+  EXPECT_GT(topk::screen_rank(int64_t{1} << 24, 1024, 4, topk::finish_capacity(32), topk::kScreenWideThreads,
+                              topk::kScreenWideVecsLong),
+            0);
   EXPECT_GT(rank(262144, 1024, 4, topk::finish_capacity(32)), 0);
   EXPECT_EQ(rank(262144, 1024, 4, 4096), 0);  // up to ~3550 expected: over half of 4096
   // k = 1024 of 32000 (fp32 or bf16): ~27-30% of the vectors would queue; of 151936 bf16 ~15%
@@ -851,7 +860,16 @@ TEST(TopkRoute, PlansFit) {
                 EXPECT_TRUE(topk::cluster_geometry(k * plan.group, plan.candidates.cluster,
                                                    static_cast<int>(dtype_size(t)), k, sorted).fits);
                 if (plan.screen != 0) {  // the wide sample; a shared-memory list finish twice the expected list
-                  const int64_t s = topk::screen_samples(static_cast<int>(dtype_size(t)), topk::kScreenWideThreads);
+                  const int bytes = static_cast<int>(dtype_size(t));
+                  const int64_t s = topk::screen_samples(bytes, topk::kScreenWideThreads, plan.screen_vecs);
+                  // the longer sample only for fp32 rows the wide one cannot screen
+                  if (plan.screen_vecs == topk::kScreenWideVecsLong) {
+                    EXPECT_EQ(bytes, 4);
+                    for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE; e *= 2)
+                      EXPECT_EQ(topk::screen_rank(n, k, bytes, topk::finish_capacity(e), topk::kScreenWideThreads), 0);
+                  } else {
+                    EXPECT_EQ(plan.screen_vecs, topk::kScreenVecsPerThread);
+                  }
                   const int64_t cap = topk::finish_capacity(plan.screen_finish);
                   EXPECT_GT(plan.screen_finish, topk::kFinishMaxE);
                   EXPECT_LE(plan.screen_finish, topk::kFinishSmemMaxE);

@@ -457,6 +457,26 @@ def test_delegates_chain_screen(dtype):
         assert screened == 6 * len(ks), f"{screened} screened plans for rows of {n}"
 
 
+def test_delegates_long_wide_sample():
+    """fp32 rows of 2^24 at k = 1024, which the wide sample cannot screen, take the longer one
+    (256 pieces, TopK v116): rows without structure (listed), rows whose sampled pieces hold
+    their best elements (too few listed: the chain), an all-equal row (the list overflows),
+    both directions, sorted or not."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    n, k = 1 << 24, 1024
+    randn = torch.randn(1, n, generator=gen)
+    planted = torch.randn(1, n, generator=gen)
+    for lo, hi in screen_pieces(n, torch.float32, 256):
+        planted[:, lo:hi] = 50 + torch.randn(1, hi - lo, generator=gen)
+    for x in (randn, planted, torch.full((1, n), 0.5)):
+        x = x.cuda()
+        name = torch.ops.flyops._route_topk(x, k)
+        assert name == "flyops_topk_delegates<fp32,g128,c16,c16,screen,long>", name
+        for largest in (True, False):
+            for sorted in (True, False):
+                assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 # ---- every kernel and cluster size forced on the same inputs ----------------------------------
 @pytest.mark.parametrize("cluster", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
