@@ -401,14 +401,13 @@ struct Launcher {
         constexpr int kThreads = sizeof(Raw) == 2 ? kScreenThreads16 : kScreenThreads;
         Status s = Status::kUnsupported;
         if (chain) {
+          // fp32's longer wide sample (TopK v116) is instantiated for fp32 alone.
+          const bool long_sample = sizeof(Raw) == 4 && plan.screen_vecs == kScreenWideVecsLong;
           if constexpr (sizeof(Raw) == 4) {
-            if (plan.screen_vecs == kScreenWideVecsLong)
+            if (long_sample)
               s = screen_rows<kScreenWideThreads, false, kScreenWideVecsLong>(p, plan.screen, thresh, count, done);
-            else
-              s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
-          } else {
-            s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
           }
+          if (!long_sample) s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
         } else if constexpr (sizeof(Raw) == 2) {
           if (!screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
             s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
