@@ -168,13 +168,16 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   plan.candidates = {TopkPlan::Kind::kCluster, cc, 0, 1};
   if (chain_screen && p.k <= topk::kFinishSmemMaxK) {
     // The wide sample, or for fp32 rows it cannot screen the longer one (traits.h).
+    const int bytes = elem_bytes(p.dtype);
     for (int vecs : {topk::kScreenVecsPerThread, topk::kScreenWideVecsLong}) {
-      if (plan.screen != 0 || (vecs != topk::kScreenVecsPerThread && elem_bytes(p.dtype) != 4)) break;
-      for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE && plan.screen == 0; e *= 2) {
-        plan.screen = topk::screen_rank(p.n, p.k, elem_bytes(p.dtype), topk::finish_capacity(e),
-                                        topk::kScreenWideThreads, vecs);
-        plan.screen_finish = plan.screen != 0 ? e : 0;
-        plan.screen_vecs = plan.screen != 0 ? vecs : 0;
+      if (vecs == topk::kScreenWideVecsLong && bytes != 4) break;
+      for (int e = 2 * topk::kFinishMaxE; e <= topk::kFinishSmemMaxE; e *= 2) {
+        plan.screen = topk::screen_rank(p.n, p.k, bytes, topk::finish_capacity(e), topk::kScreenWideThreads, vecs);
+        if (plan.screen != 0) {
+          plan.screen_finish = e;
+          plan.screen_vecs = vecs;
+          return true;
+        }
       }
     }
   }

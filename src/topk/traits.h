@@ -321,7 +321,8 @@ inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int th
 
 // The sample the finish kernel's screen takes of a row, as its threads (whose pieces
 // screen_pieces counts) and the rank screen_rank gives it: 16-bit rows kScreenThreads' 16
-// pieces (read by kScreenThreads16 threads of two vectors); fp32 rows the same, or kScreenThreads32's 32 where that sample's list (r / f entries) would hold
+// pieces (read by kScreenThreads16 threads of two vectors); fp32 rows the same, or
+// kScreenThreads32's 32 where that sample's list (r / f entries) would hold
 // kScreenLongList or more (TopK v109: f k doubles and the list is ~23% shorter, which took
 // 1.7% off fp32 64 x 262144 k = 1024 on an H100 (~3070 entries before), where rows of 151936
 // at k = 1024 (~2450) lost 0.7% and k = 50 / 100 1.2-1.9% to the larger sample).
