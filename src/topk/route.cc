@@ -310,7 +310,9 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
       if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
-    if ((forced >= 0 || reg_finish || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
+    const bool few_rows_listed = forced < 0 && rank > 0 && topk::prefer_screen_few_rows(p);
+    if ((forced >= 0 || reg_finish || few_rows_listed ||
+         topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
         delegate_plan(p, dev, plan, group, fe, rank, threads, chain_screen))
       return plan;
   }

@@ -420,6 +420,25 @@ def test_router_screens_mid_k(rows, n, k, dtype, sorted):
             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
 
 
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("rows,n,k,dtype", [(1, 128256, 1024, torch.float32), (1, 262144, 1024, torch.bfloat16),
+                                            (2, 151936, 512, torch.float16), (4, 120000, 256, torch.float32)],
+                         ids=str)
+def test_router_screens_few_rows(rows, n, k, dtype, sorted):
+    """Few rows of >= 120k at large k take the screened list, not the cluster kernel
+    (prefer_screen_few_rows, TopK v117): plain rows, coarse values (ties at the threshold) and
+    ascending rows (the sample holds the best elements: the list misses and the one-CTA
+    maxima finish runs), both directions."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    plain = torch.randn(rows, n, generator=gen).to(dtype).cuda()
+    coarse = torch.randn(rows, n, generator=gen).to(torch.bfloat16).to(dtype).cuda()
+    ascending = torch.randn(rows, n, generator=gen).sort(dim=1).values.to(dtype).cuda()
+    for x in (plain, coarse, ascending):
+        assert torch.ops.flyops._route_topk(x, k).endswith(",screen>"), torch.ops.flyops._route_topk(x, k)
+        for largest in (True, False):
+            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_chain_screen(dtype):
     """The two radix selections behind a finish of screened lists (the wide sample): rows
