@@ -21,6 +21,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=4, help="rounds (each starts one force further on)")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--unsorted", action="store_true", help="time torch.topk(x, k, sorted=False)")
+    ap.add_argument("--rows-kind", default="randn", choices=["randn", "masked", "ascending"],
+                    help="randn; masked: -inf but for 3000 random logits a row (a sampler's masked vocabulary); "
+                         "ascending: sorted rows")
     ap.add_argument("cases", nargs="+", help="ROWSxN:K")
     args = ap.parse_args()
     forces = args.forces.split(",")  # KIND or KIND/CLUSTER (the force's second argument)
@@ -32,7 +35,14 @@ def main():
             shape, k = case.split(":")
             rows, n = (int(v) for v in shape.split("x"))
             k = int(k)
-            x = torch.randn(rows, n, device="cuda").to(dtype)
+            x = torch.randn(rows, n, device="cuda")
+            if args.rows_kind == "masked":
+                live = min(n, 3000)  # a row shorter than that keeps what it has
+                keep = torch.randint(0, n, (rows, live), device="cuda")
+                x = torch.full_like(x, -float("inf")).scatter_(1, keep, x[:, :live])
+            elif args.rows_kind == "ascending":
+                x = x.sort(dim=1).values
+            x = x.to(dtype)
             times = {f: [] for f in forces}
             # The order rotates per round: a fixed order measured the first force of a round
             # 3-6% slower on ~5 us calls, with the same kernel in two places (TopK v56).
@@ -46,7 +56,7 @@ def main():
                     print(f"{dname} {rows}x{n} k={k} force={f} {plan} {ms * 1e3:.2f}", flush=True)
             torch.ops.flyops._topk_force(-1, 0)
             base = statistics.median(times[forces[0]])
-            print(f"== {dname} {rows}x{n} k={k} " +
+            print(f"== {args.rows_kind} {dname} {rows}x{n} k={k} " +
                   " ".join(f"force={f} {statistics.median(times[f]):.2f}us {statistics.median(times[f]) / base:.3f}x"
                            for f in forces), flush=True)
 
