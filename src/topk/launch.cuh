@@ -310,9 +310,12 @@ struct Launcher {
   }
 
   // Before the shared-memory finish a screened row's maxima are only its failed list's
-  // fallback, which computes its own (finish_kernel.cuh): that stream lists only. The
-  // chain's cluster kernel and the register forms read the maxima.
-  static bool lists_only(const TopkPlan& plan) { return plan.screen != 0 && plan.finish > kFinishMaxE; }
+  // fallback, which computes its own (finish_kernel.cuh): that stream lists only, unless the
+  // plan keeps them (screen_maxima: few rows, whose one fallback CTA would be the whole call).
+  // The chain's cluster kernel and the register forms read the maxima.
+  static bool lists_only(const TopkPlan& plan) {
+    return plan.screen != 0 && plan.finish > kFinishMaxE && !plan.screen_maxima;
+  }
 
   // The group maxima stream of kGV vectors per group; screening, it launches dependent on
   // the screening kernel (list_only: lists_only above).

@@ -467,8 +467,8 @@ TEST(TopkRoute, KernelPerShapeClass) {
   // Under 64 rows at k <= 100 the finish kernel's register forms, unscreened (TopK v66); few
   // rows of >= 120k at k >= 256 the screened list (TopK v117), shorter ones the cluster kernel.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen,maxima>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen,maxima>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 100000, 1024)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 101)), "flyops_topk_cluster<fp32,c8,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 100)), "flyops_topk_delegates<fp32,g16,finish4>");
