@@ -300,6 +300,9 @@ struct Launcher {
       // then starts ~1 us after the stream's end instead of ~2.3 (TopK v78).
       if (lists_only(plan) && p.rows <= device_info(p.device).sm_count)
         return go(&flyops_topk_finish<Keys, 0>, std::max(smem, kFinishSpreadSmem));
+      // Few rows whose stream keeps the maxima (screen_maxima): their 1-4 CTAs beside the
+      // stream's last blocks cost nothing, and the dependent launch hides the launch gap.
+      if (plan.screen_maxima) return go(&flyops_topk_finish<Keys, 0>, smem);
       flyops_topk_finish<Keys, 0><<<grid, kFinishThreads, smem, p.stream>>>(f);
       return launch_status();
     }
