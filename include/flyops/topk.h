@@ -80,6 +80,11 @@ struct TopkPlan {
   // kDelegate, screened ahead of the two selections: the wide sample's 16-byte vectors a
   // thread (traits.h: kScreenVecsPerThread, or kScreenWideVecsLong); 0 otherwise.
   int screen_vecs = 0;
+  // kDelegate, screened through the finish kernel's shared-memory form: the stream writes
+  // the group maxima beside the list, so that a row whose list misses (ascending rows, a NaN)
+  // selects from them instead of computing its own from the row in one CTA (few rows, where
+  // that one CTA is the whole call: TopK v117b). Otherwise such a stream lists only.
+  bool screen_maxima = false;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their

@@ -300,6 +300,9 @@ struct Launcher {
       // then starts ~1 us after the stream's end instead of ~2.3 (TopK v78).
       if (lists_only(plan) && p.rows <= device_info(p.device).sm_count)
         return go(&flyops_topk_finish<Keys, 0>, std::max(smem, kFinishSpreadSmem));
+      // Few rows whose stream keeps the maxima (screen_maxima): their 1-4 CTAs beside the
+      // stream's last blocks cost nothing, and the dependent launch hides the launch gap.
+      if (plan.screen_maxima) return go(&flyops_topk_finish<Keys, 0>, smem);
       flyops_topk_finish<Keys, 0><<<grid, kFinishThreads, smem, p.stream>>>(f);
       return launch_status();
     }
@@ -310,9 +313,12 @@ struct Launcher {
   }
 
   // Before the shared-memory finish a screened row's maxima are only its failed list's
-  // fallback, which computes its own (finish_kernel.cuh): that stream lists only. The
-  // chain's cluster kernel and the register forms read the maxima.
-  static bool lists_only(const TopkPlan& plan) { return plan.screen != 0 && plan.finish > kFinishMaxE; }
+  // fallback, which computes its own (finish_kernel.cuh): that stream lists only, unless the
+  // plan keeps them (screen_maxima: few rows, whose one fallback CTA would be the whole call).
+  // The chain's cluster kernel and the register forms read the maxima.
+  static bool lists_only(const TopkPlan& plan) {
+    return plan.screen != 0 && plan.finish > kFinishMaxE && !plan.screen_maxima;
+  }
 
   // The group maxima stream of kGV vectors per group; screening, it launches dependent on
   // the screening kernel (list_only: lists_only above).

@@ -310,9 +310,13 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
       if (rank > 0) fe = fs;
     }
     const bool chain_screen = forced == 12 || (forced < 0 && topk::prefer_screen_chain(p));
-    if ((forced >= 0 || reg_finish || topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
-        delegate_plan(p, dev, plan, group, fe, rank, threads, chain_screen))
+    const bool few_rows_listed = forced < 0 && rank > 0 && topk::prefer_screen_few_rows(p);
+    if ((forced >= 0 || reg_finish || few_rows_listed ||
+         topk::prefer_delegates(p, fe != 0, screen && fe > topk::kFinishMaxE)) &&
+        delegate_plan(p, dev, plan, group, fe, rank, threads, chain_screen)) {
+      plan.screen_maxima = few_rows_listed;  // a missed list's rows: the stream's maxima (v117b)
       return plan;
+    }
   }
   if ((forced < 0 || forced == 7) && topk::prefer_two_stage(p) && two_stage_plan(p, dev, plan)) return plan;
   const int c = cluster_for(p.rows, p.n, p.dtype, p.k, p.sorted, dev);
@@ -380,7 +384,7 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kDelegate: {
       if (plan.finish != 0) {
         std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,finish%d%s>", dtype_name(dtype), plan.group, plan.finish,
-                      plan.screen != 0 ? ",screen" : "");
+                      plan.screen == 0 ? "" : plan.screen_maxima ? ",screen,maxima" : ",screen");
         break;
       }
       char m[48], c[48];

@@ -64,6 +64,16 @@ inline bool screen_mid_sized(const TopkParams& p) {
   return p.n >= 120000 && p.rows >= 8 && bytes >= (int64_t{6} << 20) && bytes < (int64_t{15} << 20);
 }
 
+// Few rows of >= 120k at large k through the screened list (the sample, the list-only stream
+// and the list finish: three launches) instead of the cluster kernel (one launch, its radix
+// rounds and the gather ending's order of 1-2k composites on rank 0). Only where the list
+// fits (the caller checks the screen's rank). Source: TopK v117 (fifty-first session).
+inline constexpr int64_t kScreenFewRowsMax = 4;
+inline constexpr int64_t kScreenFewRowsMinK = 256;
+inline bool prefer_screen_few_rows(const TopkParams& p) {
+  return p.rows <= kScreenFewRowsMax && p.n >= 120000 && p.k >= kScreenFewRowsMinK;
+}
+
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
   if (finish && (p.rows >= 64 || (screened && screen_mid_sized(p)))) return true;
   return (p.n >= 100000 || p.k >= 512) && input_bytes(p) >= (int64_t{15} << 20);

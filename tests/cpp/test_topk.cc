@@ -464,10 +464,12 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 1 << 21, 1)).find(",seg"), std::string::npos);  // 4 MiB rows
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 1 << 20, 1)), "flyops_topk_argmax<fp32,c16>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 3000017, 1)), "flyops_topk_argmax<fp32,c16>");  // no equal segments
-  // Under 64 rows at k <= 100 the finish kernel's register forms, unscreened (TopK v66); the
-  // cluster kernel keeps single rows at larger k.
+  // Under 64 rows at k <= 100 the finish kernel's register forms, unscreened (TopK v66); few
+  // rows of >= 120k at k >= 256 the screened list (TopK v117), shorter ones the cluster kernel.
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen,maxima>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen,maxima>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 100000, 1024)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 101)), "flyops_topk_cluster<fp32,c8,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 4, 32000, 100)), "flyops_topk_delegates<fp32,g16,finish4>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");

@@ -420,6 +420,30 @@ def test_router_screens_mid_k(rows, n, k, dtype, sorted):
             assert_same_as_stock(x, k, largest=largest, sorted=sorted)
 
 
+@pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
+@pytest.mark.parametrize("rows,n,k,dtype", [(1, 128256, 1024, torch.float32), (1, 262144, 1024, torch.bfloat16),
+                                            (2, 151936, 512, torch.float16), (4, 120000, 256, torch.float32)],
+                         ids=str)
+def test_router_screens_few_rows(rows, n, k, dtype, sorted):
+    """Few rows of >= 120k at large k take the screened list, not the cluster kernel
+    (prefer_screen_few_rows, TopK v117), its stream writing the group maxima too (v117b):
+    plain rows, coarse values (ties at the threshold), ascending rows (the sample holds the
+    best elements: the list misses, the finish selects from the stream's maxima), a few NaNs
+    among the candidates (the same) and all-equal rows (kNoScreen: maxima alone), both
+    directions."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    plain = torch.randn(rows, n, generator=gen).to(dtype).cuda()
+    coarse = torch.randn(rows, n, generator=gen).to(torch.bfloat16).to(dtype).cuda()
+    ascending = torch.randn(rows, n, generator=gen).sort(dim=1).values.to(dtype).cuda()
+    nans = torch.randn(rows, n, generator=gen).to(dtype).cuda()
+    nans[:, ::9973] = float("nan")
+    equal = torch.full((rows, n), 0.25, dtype=dtype, device="cuda")
+    for x in (plain, coarse, ascending, nans, equal):
+        assert torch.ops.flyops._route_topk(x, k).endswith(",screen,maxima>"), torch.ops.flyops._route_topk(x, k)
+        for largest in (True, False):
+            assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_chain_screen(dtype):
     """The two radix selections behind a finish of screened lists (the wide sample): rows
