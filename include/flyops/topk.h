@@ -80,6 +80,9 @@ struct TopkPlan {
   // kDelegate, screened ahead of the two selections: the wide sample's 16-byte vectors a
   // thread (traits.h: kScreenVecsPerThread, or kScreenWideVecsLong); 0 otherwise.
   int screen_vecs = 0;
+  // kDelegate, screened through the finish kernel: no stream; each finish CTA reads its row
+  // and lists it itself (TopK v118: rows short enough for one CTA to read).
+  bool screen_row = false;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their
@@ -113,7 +116,8 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
 // screened stream writes no maxima), 20 the rows kernel, 22 the radix passes in global
-// memory (a sorted call sorted after them, sort_after); -1 the router) and a cluster size
+// memory (a sorted call sorted after them, sort_after), 23 the screened finish that lists its
+// row itself (no stream) wherever its list fits; -1 the router) and a cluster size
 // (0: the router's; for delegates, vectors per group; for the group kernel (5, 15, 16),
 // threads a row of 65-256 elements: 8, 16 or 32). Forced plans that cannot run, and codes
 // that no kind answers to (18, 19 and 21 were the one-pass filter kernel, measured slower
