@@ -290,6 +290,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
 
   // Many rows of up to 4096: the rows kernel where it measured faster (tuned_table.h).
   if (forced < 0 && topk::prefer_rows(p) && rows_plan(p, plan)) return plan;
+  if (forced < 0 && topk::prefer_screen_row(p) && row_list_plan(p, dev, plan)) return plan;
   // Short rows: the group kernel where it measured faster than the warp kernel
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {

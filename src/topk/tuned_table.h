@@ -64,6 +64,16 @@ inline bool screen_mid_sized(const TopkParams& p) {
   return p.n >= 120000 && p.rows >= 8 && bytes >= (int64_t{6} << 20) && bytes < (int64_t{15} << 20);
 }
 
+// The finish that lists its row itself (TopK v118; route.cc's row_list_plan) on rows of
+// 16k-64k at k >= 512, where the stream's queue cannot hold their lists: ahead of the
+// unscreened finish (two selections) on many rows and of the cluster kernel on few.
+// Source: TopK v118 (fifty-second session).
+inline constexpr int64_t kRowListMinN = 16384;
+inline constexpr int64_t kRowListMinK = 512;
+inline bool prefer_screen_row(const TopkParams& p) {
+  return p.n >= kRowListMinN && p.n <= kRowListMaxN && p.k >= kRowListMinK;
+}
+
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
   if (finish && (p.rows >= 64 || (screened && screen_mid_sized(p)))) return true;
   return (p.n >= 100000 || p.k >= 512) && input_bytes(p) >= (int64_t{15} << 20);
