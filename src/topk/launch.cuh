@@ -284,6 +284,7 @@ struct Launcher {
       f.screen_count = nullptr;
       f.cand = nullptr;
       f.row_list = true;
+      f.row_prefetch = p.rows <= device_info(p.device).sm_count;
     }
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;

@@ -292,9 +292,10 @@ TEST(TopkRoute, RowListedFinishForced) {
     EXPECT_LE(2 * 1.5 * plan.screen / f, static_cast<double>(topk::row_list_capacity(plan.finish)));
     EXPECT_GE(topk_workspace_bytes(p, plan), static_cast<std::size_t>(64 * (n / plan.group) * 4));  // the fallback's maxima
   }
-  flyops::topk_force(-1, 0);  // the router: from k = 512 (tuned_table.h, prefer_screen_row)
+  flyops::topk_force(-1, 0);  // the router: 64 rows or more, from k = 512 (tuned_table.h, prefer_screen_row)
   EXPECT_TRUE(topk_choose(params(DType::kFloat32, 64, 32000, 1024), kH200).screen_row);
-  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 1, 65536, 512), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 256, 65536, 512), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 16, 32000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 100000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 8192, 1024), kH200).screen_row);
@@ -512,7 +513,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   // rows of 16k-64k at k >= 512: the row-listed finish (TopK v118)
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish32,screen,row>");
-  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1024)), "flyops_topk_delegates<fp32,g4,finish32,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1024)), "flyops_topk_cluster<fp32,c8,gather>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 32000, 256)), "flyops_topk_delegates<bf16,g8,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
