@@ -85,6 +85,9 @@ struct TopkPlan {
   // selects from them instead of computing its own from the row in one CTA (few rows, where
   // that one CTA is the whole call: TopK v117b). Otherwise such a stream lists only.
   bool screen_maxima = false;
+  // kDelegate, screened through the finish kernel: no stream; each finish CTA reads its row
+  // and lists it itself (TopK v118: rows short enough for one CTA to read).
+  bool screen_row = false;
   // kCluster: the gather ending's capacity (traits.h, kGatherCap); 0 without it.
   int gather = 0;
   // kArgmax: segments a row, each a row of `cluster` CTAs, then one CTA a row over their
@@ -118,7 +121,8 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // behind a screened list finish wherever it fits, 15 / 16 the group kernel with / without
 // its threshold form, 17 as 10 with the finish kernel's shared-memory form at any k (its
 // screened stream writes no maxima), 20 the rows kernel, 22 the radix passes in global
-// memory (a sorted call sorted after them, sort_after); -1 the router) and a cluster size
+// memory (a sorted call sorted after them, sort_after), 23 the screened finish that lists its
+// row itself (no stream) wherever its list fits; -1 the router) and a cluster size
 // (0: the router's; for delegates, vectors per group; for the group kernel (5, 15, 16),
 // threads a row of 65-256 elements: 8, 16 or 32). Forced plans that cannot run, and codes
 // that no kind answers to (18, 19 and 21 were the one-pass filter kernel, measured slower

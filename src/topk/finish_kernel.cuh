@@ -18,6 +18,7 @@
 
 #include "block_sort.cuh"
 #include "chain_mark.cuh"
+#include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/launch.h"
 #include "keys.h"
 #include "row_maxima.cuh"
@@ -52,6 +53,14 @@ struct FinishArgs {
   // only (TopK v59): another row whose list does not hold its answer computes its groups'
   // maxima from the row itself, as the stream would have. The shared-memory form only.
   const uint32_t* list_only = nullptr;
+  // The finish lists its row itself (TopK v118; list_only the thresholds, cand null): no
+  // stream ran, so a row its list does not hold computes its maxima from the row, kNoScreen
+  // or not.
+  bool row_list = false;
+  // With it, the CTA asks L2 for its row before its grid wait: where the rows fit one wave
+  // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
+  // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
+  bool row_prefetch = false;
 };
 
 }  // namespace flyops::topk
@@ -227,6 +236,68 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
+// The row-listed finish's list (TopK v118): every element of the row whose order key is at
+// or above t, as (key, position) at slot s of the block's list, key in row s / kThreads of
+// thread s % kThreads's run and its position pos_row rows further (list_top reads them there),
+// slots claimed a warp step at a time on `counter`. Slots from `cap` on are counted only.
+// Returns the count (every thread) and, in `range`, the keys this thread stored.
+struct RowList {
+  int count;
+  KeyRange range;
+};
+inline constexpr int kRowListLoads = 4;  // 16-byte loads in flight a thread
+template <typename Keys, int kThreads>
+FLYOPS_DEVICE RowList list_row(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest,
+                                         uint32_t* keys, int pos_row, int cap, uint32_t* counter) {
+  using Raw = typename Keys::Raw;
+  constexpr int kVec = 16 / sizeof(Raw);
+  constexpr int kStep = kThreads * kRowListLoads;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int nv = static_cast<int>(n / kVec);
+  const uint4* src = reinterpret_cast<const uint4*>(xr);
+  if (tid == 0) *counter = 0;
+  __syncthreads();
+  RowList out{0, KeyRange{}};
+  for (int v0 = 0; v0 < nv; v0 += kStep) {  // uniform: the warp's shuffles below
+    uint4 q[kRowListLoads];
+#pragma unroll
+    for (int u = 0; u < kRowListLoads; ++u) {
+      const int v = v0 + u * kThreads + tid;
+      q[u] = v < nv ? src[v] : make_uint4(0, 0, 0, 0);
+    }
+    uint32_t mine = 0;
+#pragma unroll
+    for (int u = 0; u < kRowListLoads; ++u)
+#pragma unroll
+      for (int i = 0; i < kVec; ++i)
+        mine += v0 + u * kThreads + tid < nv && order_key<Keys>(vec_element<Raw>(q[u], i), largest) >= t ? 1u : 0u;
+    const uint32_t incl = tile::warp_prefix_sum(mine);
+    uint32_t base = 0;
+    if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
+    uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+    if (mine == 0) continue;
+#pragma unroll
+    for (int u = 0; u < kRowListLoads; ++u)
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const int v = v0 + u * kThreads + tid;
+        const uint32_t key = order_key<Keys>(vec_element<Raw>(q[u], i), largest);
+        if (v < nv && key >= t) {
+          if (slot < static_cast<uint32_t>(cap)) {
+            const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
+            keys[SmemKeys<kThreads>::at(owner, j)] = key;
+            keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
+            out.range.add(key);
+          }
+          ++slot;
+        }
+      }
+  }
+  __syncthreads();
+  out.count = static_cast<int>(*counter);
+  return out;
+}
+
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
@@ -243,6 +314,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   static_assert(kFinishSmemMaxE <= 32, "SmemKeys::each_taken keeps a thread's decisions in 32 bits");
   using Run = std::conditional_t<kShared, SmemKeys<kThreads>, RegKeys<kE>>;
   __shared__ SmallSelectSmem<kThreads> s;
+  __shared__ uint32_t row_listed;  // the row-listed finish's claims (list_row)
   extern __shared__ __align__(16) unsigned char smem[];
   const int k = a.k, gl = a.group_log2;
   const FinishSmem L = finish_smem(kShared ? a.elems : kE, k, gl);
@@ -261,6 +333,12 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     trace.dump("finish (k, group log2)", k, gl);
     grid_trace.end(2);
   };
+  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
+  // The row-listed finish launches dependent on the screen: its row asked of L2 before the
+  // wait (row_prefetch), the list's loads after it find the row there.
+  if constexpr (kShared) {
+    if (a.row_prefetch && tid == 0) flyops::tile::bulk_prefetch_l2(xr, static_cast<uint32_t>(a.n * sizeof(Raw)));
+  }
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
   grid_trace.mark();
   // The list alone: the chain's first kernel may launch now (it waits for this one).
@@ -270,7 +348,6 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   Run run;
   uint32_t* keys = reinterpret_cast<uint32_t*>(smem + L.keys);
   if constexpr (kShared) run.base = keys + tid;
-  const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
 
   // This thread's run of keys: key j is candidate first + j * step, at row position
   // position(j).
@@ -282,6 +359,28 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // Whether the row's answer comes from its list (a flag, the pointer recomputed where used:
   // held across the kernel, the pointer spilled in the 16-bit form).
   bool listed = false;
+  if constexpr (kShared) {
+    if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
+      // Positions in the upper half of the keys' rows: the list takes at most the lower half.
+      const int half = a.elems / 2;
+      const detail::RowList rl = detail::list_row<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half,
+                                                                  half * kThreads, &row_listed);
+      mark();  // (trace builds) the list in
+      if (rl.count >= k && rl.count <= half * kThreads) {
+        first = tid;
+        step = kThreads;
+        run.cnt = tid < rl.count ? (rl.count - 1 - tid) / kThreads + 1 : 0;
+        pos_row = half;
+        range = rl.range;
+        // NaN keys tie and must go to the lowest positions, which the claims do not keep.
+        listed = !__syncthreads_or(is_nan_key<Keys>(largest ? range.mx : range.mn, largest));
+        if (!listed) {
+          range = KeyRange{};
+          pos_row = 0;
+        }
+      }
+    }
+  }
   if (a.cand != nullptr) {
     const int c = static_cast<int>(min(static_cast<int64_t>(a.screen_count[row]), a.cap + 1));
     if (c >= k && c <= a.cap) {
@@ -347,7 +446,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (listed) {
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
-      if (detail::list_top<kThreads>(run, a.cand + row * a.cap, keys, pos_row, range, static_cast<uint32_t>(k), s,
+      if (detail::list_top<kThreads>(run, a.cand != nullptr ? a.cand + row * a.cap : nullptr, keys, pos_row, range,
+                                     static_cast<uint32_t>(k), s,
                                      reinterpret_cast<uint32_t*>(smem + L.bins),
                                      reinterpret_cast<uint64_t*>(smem + L.stage),
                                      reinterpret_cast<uint32_t*>(smem + L.sort_key), &trace,
@@ -365,7 +465,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // ---- else the k best group maxima, then the k best of their groups' elements ---------------
   if (!listed) {
     if constexpr (kShared) {  // (the register forms' streams write them: in the 16-bit one this spilled)
-      if (a.list_only != nullptr && a.list_only[row] != kNoScreen) {  // the stream wrote none
+      if (a.list_only != nullptr && (a.row_list || a.list_only[row] != kNoScreen)) {  // the stream wrote none
         detail::maxima_from_row<Keys, kThreads>(xr, a.maxima + row * (a.n >> gl), a.n, gl, largest, 0, 1);
         __syncthreads();  // the block's global writes visible to all its threads
       }
@@ -443,6 +543,9 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
 
   // ---- the k best of the run, to the outputs ---------------------------------------------------
   auto position = [&](int j) -> int64_t {
+    if constexpr (kShared) {  // the row-listed finish's positions sit pos_row rows above its keys
+      if (listed && a.cand == nullptr) return int64_t{run[pos_row + j]};
+    }
     return listed ? int64_t{a.cand[row * a.cap + first + j * step].y} : chosen_pos(first + j);
   };
   Raw* vals_out = static_cast<Raw*>(a.values) + row * k;

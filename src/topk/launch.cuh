@@ -280,6 +280,12 @@ struct Launcher {
                  screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
     if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
+    if (plan.screen_row) {  // the thresholds alone: the finish lists its row (TopK v118)
+      f.screen_count = nullptr;
+      f.cand = nullptr;
+      f.row_list = true;
+      f.row_prefetch = p.rows <= device_info(p.device).sm_count;
+    }
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -293,6 +299,9 @@ struct Launcher {
     };
     if (plan.finish > kFinishMaxE) {
       if (!prepare(p.device)) return Status::kUnsupported;
+      // Behind the screen, whose CTAs allow it at their start: the row's prefetch and the
+      // launch before the thresholds are in.
+      if (plan.screen_row) return go(&flyops_topk_finish<Keys, 0>, smem);
       if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the
@@ -415,7 +424,8 @@ struct Launcher {
           }
           if (!long_sample) s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
         } else if constexpr (sizeof(Raw) == 2) {
-          if (!screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
+          // (The stream's split serves the stream's first wave: the row-listed finish has none.)
+          if (plan.screen_row || !screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
             s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
           else if (prepare(p.device))  // which sets that kernel's split
             s = screen_rows<kThreads, true>(p, plan.screen, thresh, count, nullptr);
@@ -429,6 +439,8 @@ struct Launcher {
         d.count = count;
         d.cand = reinterpret_cast<uint2*>(ws + (chain ? l.list : fl.cand));
         d.cap = finish_capacity(chain ? plan.screen_finish : plan.finish);
+        // No stream: each finish CTA lists its row itself (TopK v118).
+        if (plan.screen_row) return finish(p, plan, fl);
       }
     }
     // The chain's stream lists only too: the maxima its selections read come after the list

@@ -184,6 +184,24 @@ bool delegate_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan, i
   return true;
 }
 
+// The screened finish that lists its row itself (TopK v118): the delegates' group for the
+// finish's fallback (its maxima from the row), and the fewest keys a thread from 16 whose
+// lower half holds the list (screen_sample without the stream's queue bound).
+bool row_list_plan(const TopkParams& p, const DeviceInfo& dev, TopkPlan& plan) {
+  const int bytes = elem_bytes(p.dtype);
+  const int group = topk::delegate_group(p.n, p.k, bytes, 0);
+  const int fe = topk::finish_elems(p.n, p.k, group, bytes);
+  if (fe == 0 || p.n > topk::kRowListMaxN) return false;
+  for (int e = std::max(fe, 2 * topk::kFinishMaxE); e <= topk::kFinishSmemMaxE; e *= 2) {
+    const topk::ScreenSample sample = topk::screen_sample(p.n, p.k, bytes, topk::row_list_capacity(e), false);
+    if (sample.rank > 0 && delegate_plan(p, dev, plan, group, e, sample.rank, sample.threads, false)) {
+      plan.screen_row = true;
+      return true;
+    }
+  }
+  return false;
+}
+
 // The rows kernel (rows_kernel.cuh) where it takes the rows and its grid of kRowsWarps rows a
 // CTA fits.
 bool rows_plan(const TopkParams& p, TopkPlan& plan) {
@@ -259,6 +277,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
     return plan;
   }
   if (forced == 20 && rows_plan(p, plan)) return plan;
+  if (forced == 23 && row_list_plan(p, dev, plan)) return plan;
   if (forced == 22 && passes_plan(p, dev, plan)) return plan;
   // 11: as 2, without the gather ending (A/B).
   const bool radix_only = forced == 2 || forced == 3 || forced == 11;
@@ -271,6 +290,7 @@ TopkPlan choose_kernel(const TopkParams& p, const DeviceInfo& dev) {
 
   // Many rows of up to 4096: the rows kernel where it measured faster (tuned_table.h).
   if (forced < 0 && topk::prefer_rows(p) && rows_plan(p, plan)) return plan;
+  if (forced < 0 && topk::prefer_screen_row(p) && row_list_plan(p, dev, plan)) return plan;
   // Short rows: the group kernel where it measured faster than the warp kernel
   // (tuned_table.h), else the warp kernel.
   if (topk::prefer_group(p) && !radix_only) {
@@ -384,7 +404,10 @@ void topk_plan_name(const TopkPlan& plan, DType dtype, char* buf, std::size_t le
     case TopkPlan::Kind::kDelegate: {
       if (plan.finish != 0) {
         std::snprintf(buf, len, "flyops_topk_delegates<%s,g%d,finish%d%s>", dtype_name(dtype), plan.group, plan.finish,
-                      plan.screen == 0 ? "" : plan.screen_maxima ? ",screen,maxima" : ",screen");
+                      plan.screen == 0       ? ""
+                      : plan.screen_row    ? ",screen,row"
+                      : plan.screen_maxima ? ",screen,maxima"
+                                           : ",screen");
         break;
       }
       char m[48], c[48];
@@ -466,7 +489,7 @@ Status topk_run(const TopkParams& call, const TopkPlan& plan) {
 void topk_force(int kind, int cluster) {
   // Codes no kind answers to (13 and 14; 18, 19 and 21 of the removed filter kernel) are the
   // router's, as a force that cannot run is.
-  const bool known = kind >= -1 && kind <= 22 && kind != 13 && kind != 14 && kind != 18 && kind != 19 && kind != 21;
+  const bool known = kind >= -1 && kind <= 23 && kind != 13 && kind != 14 && kind != 18 && kind != 19 && kind != 21;
   g_forced_kind.store(known ? kind : -1, std::memory_order_relaxed);
   g_forced_cluster.store(cluster, std::memory_order_relaxed);
 }

@@ -304,8 +304,11 @@ inline int poisson_tail_rank(double lambda, double p) {
 // above the threshold, the expected list (1.5 r / f) must also sit within half of `cap`,
 // the finish kernel's run capacity, and the vectors a maxima block queues (each holding
 // such an element) within half of its queue.
+// `queued`: the list comes from the stream, whose blocks queue the vectors that reach the
+// threshold (kScreenQueue bounds their share); not so where the finish lists its row itself
+// (TopK v118, screen_row_sample).
 inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads,
-                       int vecs = kScreenVecsPerThread) {
+                       int vecs = kScreenVecsPerThread, bool queued = true) {
   const int64_t s = screen_samples(elem_bytes, threads, vecs);
   if (n < s || k <= 0) return 0;  // the pieces may not overlap
   const double f = static_cast<double>(s) / static_cast<double>(n);
@@ -315,7 +318,8 @@ inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int th
   const double list = 1.5 * static_cast<double>(r) / f;  // elements at or above the threshold
   const double per_vector = std::min(1.0, list / static_cast<double>(n) * (16 / elem_bytes));
   const double block_vectors = static_cast<double>(kDelegateThreads) * kDelegateUnroll;
-  if (r > s || 2 * list > static_cast<double>(cap) || 2 * per_vector * block_vectors > kScreenQueue) return 0;
+  if (r > s || 2 * list > static_cast<double>(cap) || (queued && 2 * per_vector * block_vectors > kScreenQueue))
+    return 0;
   return static_cast<int>(r);
 }
 
@@ -331,14 +335,20 @@ inline constexpr double kScreenLongList = 2900;
 struct ScreenSample {
   int threads, rank;
 };
-inline ScreenSample screen_sample(int64_t n, int64_t k, int elem_bytes, int64_t cap) {
-  const int r = screen_rank(n, k, elem_bytes, cap, kScreenThreads);
+inline ScreenSample screen_sample(int64_t n, int64_t k, int elem_bytes, int64_t cap, bool queued = true) {
+  const int r = screen_rank(n, k, elem_bytes, cap, kScreenThreads, kScreenVecsPerThread, queued);
   if (elem_bytes != 4 || r == 0) return {kScreenThreads, r};
   const double f = static_cast<double>(screen_samples(elem_bytes, kScreenThreads)) / static_cast<double>(n);
   if (r / f < kScreenLongList) return {kScreenThreads, r};
-  const int r32 = screen_rank(n, k, elem_bytes, cap, kScreenThreads32);
+  const int r32 = screen_rank(n, k, elem_bytes, cap, kScreenThreads32, kScreenVecsPerThread, queued);
   return r32 > 0 ? ScreenSample{kScreenThreads32, r32} : ScreenSample{kScreenThreads, r};
 }
+
+// The screened finish that lists its row itself (TopK v118, finish_kernel.cuh's list_row):
+// one CTA reads the whole row, so rows up to this; the list's positions take the upper half
+// of the finish's key rows, so the list fits the lower half.
+inline constexpr int64_t kRowListMaxN = 65536;
+inline int64_t row_list_capacity(int elems) { return finish_capacity(elems) / 2; }
 
 // First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).
 FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {

@@ -74,6 +74,19 @@ inline bool prefer_screen_few_rows(const TopkParams& p) {
   return p.rows <= kScreenFewRowsMax && p.n >= 120000 && p.k >= kScreenFewRowsMinK;
 }
 
+// The finish that lists its row itself (TopK v118; route.cc's row_list_plan) on 64 rows or
+// more of 16k-64k at k >= 512, where the stream's queue cannot hold their lists: ahead of
+// the unscreened finish's two selections (H100, 32000 at k = 1024: 64 rows fp32 0.81x, bf16
+// 0.68x; 256 rows 0.74-0.80x). On fewer rows the cluster kernel stays: one CTA reading a row
+// alone lost there (1 and 16 x 32000 1.05-1.56x of it, 1 x 65536 1.6-1.9x). Source: TopK
+// v118b/c (fifty-second session).
+inline constexpr int64_t kRowListMinRows = 64;
+inline constexpr int64_t kRowListMinN = 16384;
+inline constexpr int64_t kRowListMinK = 512;
+inline bool prefer_screen_row(const TopkParams& p) {
+  return p.rows >= kRowListMinRows && p.n >= kRowListMinN && p.n <= kRowListMaxN && p.k >= kRowListMinK;
+}
+
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
   if (finish && (p.rows >= 64 || (screened && screen_mid_sized(p)))) return true;
   return (p.n >= 100000 || p.k >= 512) && input_bytes(p) >= (int64_t{15} << 20);

@@ -270,6 +270,37 @@ TEST(TopkRoute, GroupThreadsForced) {
   EXPECT_EQ(topk::group_shape(64, 4096, 32).g, 8);  // rows of 64 or fewer keep their shape
 }
 
+// Force 23: the screened finish that lists its row itself (TopK v118) on rows of up to
+// kRowListMaxN whose group divides them, with the fewest keys a thread (from 16) whose lower
+// half holds the list; longer rows, and rows the delegates cannot take, the router's plan.
+TEST(TopkRoute, RowListedFinishForced) {
+  flyops::topk_force(23, 0);
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 32000, 1024)), "flyops_topk_delegates<fp32,g4,finish32,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish32,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 3, 32000, 256)), "flyops_topk_delegates<fp16,g8,finish16,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 65536, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 100000, 1024)).find(",row>"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 32004, 1024)).find(",row>"), std::string::npos);
+  for (auto [t, n, k] : {std::tuple{DType::kFloat32, int64_t{32000}, int64_t{1024}},
+                         std::tuple{DType::kBFloat16, int64_t{65536}, int64_t{300}}}) {
+    const TopkParams p = params(t, 64, n, k);
+    const TopkPlan plan = topk_choose(p, kH200);
+    ASSERT_TRUE(plan.screen_row);
+    // The list's expected length (1.5 r / f) twice over fits the half of the keys it may take.
+    const int bytes = t == DType::kFloat32 ? 4 : 2;
+    const double f = static_cast<double>(topk::screen_samples(bytes, plan.screen_threads)) / static_cast<double>(n);
+    EXPECT_LE(2 * 1.5 * plan.screen / f, static_cast<double>(topk::row_list_capacity(plan.finish)));
+    EXPECT_GE(topk_workspace_bytes(p, plan), static_cast<std::size_t>(64 * (n / plan.group) * 4));  // the fallback's maxima
+  }
+  flyops::topk_force(-1, 0);  // the router: 64 rows or more, from k = 512 (tuned_table.h, prefer_screen_row)
+  EXPECT_TRUE(topk_choose(params(DType::kFloat32, 64, 32000, 1024), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 256, 65536, 512), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 16, 32000, 1024), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 256), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 100000, 1024), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 8192, 1024), kH200).screen_row);
+}
+
 // The rows kernel (force 20): any row of up to kRowsMaxN, a sorted k up to kRowsSortMaxK,
 // unsorted any k; past that the router's plan. Its shared memory leaves room for whole
 // 16-byte vectors and keeps the composites 8-byte aligned.
@@ -482,7 +513,10 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(topk::delegate_group(262144, 20, 2, 32), 0);  // 256 bf16 elements: past the cap
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 262144, 1024)), "flyops_topk_delegates<fp32,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 151936, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish16>");
+  // rows of 16k-64k at k >= 512: the row-listed finish (TopK v118)
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish32,screen,row>");
+  EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 32000, 1024)), "flyops_topk_cluster<fp32,c8,gather>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 32000, 256)), "flyops_topk_delegates<bf16,g8,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 1024)), "flyops_topk_delegates<bf16,g16,finish32,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 20)), "flyops_topk_delegates<fp32,g32,finish4>");

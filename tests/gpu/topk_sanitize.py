@@ -49,7 +49,8 @@ def list_cases(dtype):
     one stream block's range (that block crowded past its stage), long rows behind the wide
     sample (the list finish; a row it leaves to the chain, whose maxima the chain's maxima
     kernel writes: TopK v87), a screen CTA on every SM (16-bit: the screen at the stream's
-    split, TopK v94), both directions and orders. Returns (cases, failures)."""
+    split, TopK v94), the finish that lists its row itself (TopK v118), both directions and
+    orders. Returns (cases, failures)."""
     force = torch.ops.flyops._topk_force
     cases = failures = 0
     force(10, 0)  # screened wherever it fits
@@ -68,6 +69,15 @@ def list_cases(dtype):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         cases += 1
         failures += not check(torch.randn(sms, 131072, device="cuda").to(dtype), 1024, True, True)
+    force(23, 0)  # the finish that lists its row itself (TopK v118): listed, ascending (too few
+    # listed: its maxima from the row), one row all equal (kNoScreen), a ragged last step (fp32)
+    for n in (32000, 32004):
+        x = torch.randn(3, n, device="cuda")
+        x[1] = x[1].sort().values
+        x[2] = 0.5
+        for largest, sorted in ((True, True), (False, False)):
+            cases += 1
+            failures += not check(x.to(dtype), 1024, largest, sorted)
     force(12, 0)  # the wide sample's list finish
     chained = torch.randn(2, 1 << 21, device="cuda")
     chained[1] = 1.5  # all equal: the list overflows, the chain selects the row

@@ -402,6 +402,88 @@ def test_delegates_screen(dtype):
         assert screened >= 8, f"{screened} screened plans for rows of {n}"
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_row_listed_finish(dtype):
+    """The screened finish that lists its row itself (force 23, TopK v118: the sample, then one
+    finish CTA a row reading the row, no stream): rows without structure (listed), rows whose
+    sampled pieces hold their best elements (too few listed) and a few NaNs among the
+    candidates (each computes its maxima from the row), ties at the threshold, whole numbers
+    (one-key buckets, and past kListBucketMax the digit rounds over the list, positions from
+    shared memory), masked and all-equal rows (kNoScreen: maxima from the row, no stream
+    wrote them), ascending rows; both directions, sorted or not. Rows too long for one CTA, or
+    whose group does not divide them, take the router's plan."""
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
+    for n, ks in ((32000, (256, 1024)), (65536, (300, 1024)), (8192, (512,))):
+        randn_ = torch.randn(3, n, generator=gen).to(dtype)
+        planted = torch.randn(3, n, generator=gen).to(dtype)
+        for lo, hi in screen_pieces(n, dtype):
+            planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
+        nans = torch.randn(3, n, generator=gen).to(dtype)
+        where = torch.randint(0, n, (3, 4), generator=gen)
+        nans.scatter_(1, where, float("nan"))
+        nans[0, where[0, 0]] = -float("nan")
+        coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)
+        masked = torch.full((3, n), -float("inf")).to(dtype)
+        keep = torch.randint(0, n, (3, min(n // 4, 3000)), generator=gen)
+        masked.scatter_(1, keep, torch.randn(3, keep.shape[1], generator=gen).to(dtype))
+        ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+        crowded = torch.randint(0, 300, (3, n), generator=gen).to(dtype)
+        mixed = torch.stack([randn_[0], planted[1], torch.full((n,), 3.0).to(dtype)])
+        ascending = torch.randn(3, n, generator=gen).sort(dim=1).values.to(dtype)
+        for x in (randn_, planted, nans, coarse, masked, ints, crowded, mixed, ascending):
+            x = x.cuda()
+            for k in ks:
+                torch.ops.flyops._topk_force(23, 0)
+                name = torch.ops.flyops._route_topk(x, k)
+                assert name.endswith(",screen,row>") or n == 8192, name
+                for largest in (True, False):
+                    for sorted in (True, False):
+                        assert_same_as_stock(x, k, largest=largest, sorted=sorted)
+    torch.ops.flyops._topk_force(23, 0)
+    x = torch.randn(2, 100000, device="cuda").to(dtype)  # one CTA would read too much
+    assert not torch.ops.flyops._route_topk(x, 1024).endswith(",row>")
+    assert_same_as_stock(x, 1024)
+    for n in (32004, 32001):  # fp32's groups of 4 divide the first (a ragged last step); not 16-bit vectors
+        x = torch.randn(2, n, device="cuda").to(dtype)
+        name = torch.ops.flyops._route_topk(x, 1024)
+        assert name.endswith(",row>") == (n == 32004 and dtype == torch.float32), name
+        assert_same_as_stock(x, 1024)
+        assert_same_as_stock(x[:, 1:].contiguous(), 999, largest=False)
+
+
+def test_cuda_graph_row_listed_finish():
+    """The row-listed finish replayed from a graph (its CTAs launch dependent on the screen
+    and prefetch their rows before the wait): fresh rows, then ascending rows and one row in
+    four all equal (the maxima from the row)."""
+    torch.ops.flyops._topk_force(23, 0)
+    xs = [randn((64, 32000), torch.float32), randn((256, 32000), torch.bfloat16), randn((1, 65536), torch.float32)]
+    k = 1024
+    for x in xs:
+        assert torch.ops.flyops._route_topk(x, k).endswith(",screen,row>"), torch.ops.flyops._route_topk(x, k)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x in xs:
+            torch.topk(x, k)  # warm-up outside the graph
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [torch.topk(x, k) for x in xs]
+    for rep in range(3):
+        for x in xs:
+            x.copy_(torch.randn_like(x))
+            if rep == 1:
+                x.copy_(x.sort(dim=1).values)
+            if rep == 2:
+                x[::4].fill_(0.5)
+        g.replay()
+        torch.cuda.synchronize()
+        for x, (ov, oi) in zip(xs, outs):
+            with flyops.disabled():
+                sv, _ = torch.topk(x, k)
+            check_result(x, k, -1, True, sv, ov, oi)
+
+
 @pytest.mark.parametrize("sorted", [True, False], ids=["sorted", "unsorted"])
 @pytest.mark.parametrize("rows,n,k,dtype", [(16, 262144, 80, torch.float32), (32, 262144, 50, torch.float32),
                                             (64, 151936, 72, torch.float32), (64, 262144, 200, torch.bfloat16),

@@ -21,6 +21,13 @@ FLYOPS_DEVICE void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uin
       : "memory");
 }
 
+// Asks L2 to fetch a contiguous global range (cp.async.bulk.prefetch.L2): one thread, no
+// registers, no completion to wait for; a later load of the range then finds it in L2. For a
+// CTA that may not read its data yet (a dependent launch before its grid wait).
+FLYOPS_DEVICE void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+}
+
 // This CTA's shared memory added element-wise into global fp32 (cp.reduce.async.bulk): the
 // TMA unit reads `bytes` from src and adds them to dst in whole lines, in a bulk group that
 // tma_store_commit / tma_store_wait (tma.h) commit and wait for; src must stay unchanged
