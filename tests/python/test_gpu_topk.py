@@ -105,6 +105,21 @@ def order_keys(v):
     return torch.where(v.isnan(), torch.full_like(key, (1 << width) - 1), key)
 
 
+def capture_topk(xs, ks):
+    """torch.topk(x, k) of each pair captured in one CUDA graph, after a warm-up outside it on a
+    side stream; returns the graph and the outputs it writes."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x, k in zip(xs, ks):
+            torch.topk(x, k)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = [torch.topk(x, k) for x, k in zip(xs, ks)]
+    return g, outs
+
+
 def randn(shape, dtype):
     return torch.randn(shape, device="cuda", dtype=torch.float32).to(dtype)
 
@@ -460,15 +475,7 @@ def test_cuda_graph_row_listed_finish():
     k = 1024
     for x in xs:
         assert torch.ops.flyops._route_topk(x, k).endswith(",screen,row>"), torch.ops.flyops._route_topk(x, k)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for x in xs:
-            torch.topk(x, k)  # warm-up outside the graph
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        outs = [torch.topk(x, k) for x in xs]
+    g, outs = capture_topk(xs, [k] * len(xs))
     for rep in range(3):
         for x in xs:
             x.copy_(torch.randn_like(x))
@@ -1208,15 +1215,7 @@ def test_cuda_graph_capture_and_replay():
     ks = [100, 50, 8, 6, 64]
     assert torch.ops.flyops._route_topk(xs[4], ks[4]).startswith("flyops_topk_rows")
     assert all(torch.ops.flyops._route_topk(x, k).startswith("flyops_topk_delegates") for x, k in zip(xs[:2], ks[:2]))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for x, k in zip(xs, ks):
-            torch.topk(x, k)  # warm-up outside the graph
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        outs = [torch.topk(x, k) for x, k in zip(xs, ks)]
+    g, outs = capture_topk(xs, ks)
     for rep in range(3):
         for x in xs:
             x.copy_(torch.randn_like(x))
@@ -1244,15 +1243,7 @@ def test_cuda_graph_screened_lists():
     for x in xs:
         name = torch.ops.flyops._route_topk(x, k)
         assert name.startswith("flyops_topk_delegates") and "finish" in name and "screen" in name, name
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for x in xs:
-            torch.topk(x, k)  # warm-up outside the graph
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        outs = [torch.topk(x, k) for x in xs]
+    g, outs = capture_topk(xs, [k] * len(xs))
     for rep in range(5):
         for x in xs:
             x.copy_(torch.randn(x.shape, device="cuda").to(x.dtype))
