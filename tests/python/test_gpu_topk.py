@@ -1273,7 +1273,7 @@ def test_log_and_profiler_names(capfd):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
                                             torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.topk(x, 50)  # delegates: the maxima stream and the finish kernel
-        torch.topk(x[:1], 256)  # one row at k > 100: the cluster kernel
+        torch.topk(randn((1, 100000), torch.float32), 256)  # one row under 120k at k > 100: the cluster kernel
         torch.topk(randn((4096, 64), torch.float32), 8)
         torch.topk(randn((2048, 256), torch.float32), 8)  # the warp kernel's lane-group threshold
         torch.cuda.synchronize()
