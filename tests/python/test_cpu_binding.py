@@ -304,7 +304,11 @@ def test_topk_routing_decisions():
     assert r(f32(64, 256), 2) == "flyops_topk_group<fp32,t32>"  # a warp a row
     assert r(f32(1, 128256), 1) == "flyops_topk_argmax<fp32,c16>"
     assert r(f32(1, 128256, dtype=torch.bfloat16), 50) == "flyops_topk_delegates<bf16,g64,finish8>"  # v66
-    assert r(f32(1, 128256, dtype=torch.bfloat16), 256) == "flyops_topk_cluster<bf16,c16,gather>"
+    # few rows of >= 120k at k >= 256: the screened list, its stream keeping the maxima (v117c)
+    assert r(f32(1, 128256, dtype=torch.bfloat16), 256) == "flyops_topk_delegates<bf16,g16,finish16,screen,maxima>"
+    assert r(f32(1, 100000, dtype=torch.bfloat16), 256) == "flyops_topk_cluster<bf16,c16,gather>"
+    # 64 rows or more of 16k-64k at k >= 512: the finish that lists its row itself (v118)
+    assert r(f32(64, 32000), 1024) == "flyops_topk_delegates<fp32,g4,finish32,screen,row>"
     assert r(f32(1, 1 << 24), 100).startswith("flyops_topk_delegates<fp32")
     assert r(f32(1, (1 << 24) + 1)[:, 1:], 100).startswith("flyops_topk_two_stage<fp32")  # misaligned
     assert r(f32(256, 262144), 50) == "flyops_topk_delegates<fp32,g64,finish8>"
