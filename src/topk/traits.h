@@ -306,7 +306,7 @@ inline int poisson_tail_rank(double lambda, double p) {
 // such an element) within half of its queue.
 // `queued`: the list comes from the stream, whose blocks queue the vectors that reach the
 // threshold (kScreenQueue bounds their share); not so where the finish lists its row itself
-// (TopK v118, screen_row_sample).
+// (TopK v118, route.cc's row_list_plan).
 inline int screen_rank(int64_t n, int64_t k, int elem_bytes, int64_t cap, int threads,
                        int vecs = kScreenVecsPerThread, bool queued = true) {
   const int64_t s = screen_samples(elem_bytes, threads, vecs);

@@ -64,10 +64,13 @@ inline bool screen_mid_sized(const TopkParams& p) {
   return p.n >= 120000 && p.rows >= 8 && bytes >= (int64_t{6} << 20) && bytes < (int64_t{15} << 20);
 }
 
-// Few rows of >= 120k at large k through the screened list (the sample, the list-only stream
-// and the list finish: three launches) instead of the cluster kernel (one launch, its radix
-// rounds and the gather ending's order of 1-2k composites on rank 0). Only where the list
-// fits (the caller checks the screen's rank). Source: TopK v117 (fifty-first session).
+// Few rows of >= 120k at large k through the screened list (the sample, the stream and the
+// list finish: three launches) instead of the cluster kernel (one launch, its radix rounds
+// and the gather ending's order of 1-2k composites on rank 0). Only where the list fits (the
+// caller checks the screen's rank); the stream keeps the maxima (screen_maxima). Source:
+// TopK v117-v117c (H100, fifty-second session: 1-4 rows of 128k-262k at k = 256-1024
+// 1.13-1.61x faster than the cluster kernel on rows without structure; ascending rows, whose
+// list misses, 1.29-1.62x slower, still ahead of stock).
 inline constexpr int64_t kScreenFewRowsMax = 4;
 inline constexpr int64_t kScreenFewRowsMinK = 256;
 inline bool prefer_screen_few_rows(const TopkParams& p) {
@@ -75,16 +78,21 @@ inline bool prefer_screen_few_rows(const TopkParams& p) {
 }
 
 // The finish that lists its row itself (TopK v118; route.cc's row_list_plan) on 64 rows or
-// more of 16k-64k at k >= 512, where the stream's queue cannot hold their lists: ahead of
-// the unscreened finish's two selections (H100, 32000 at k = 1024: 64 rows fp32 0.81x, bf16
-// 0.68x; 256 rows 0.74-0.80x). On fewer rows the cluster kernel stays: one CTA reading a row
-// alone lost there (1 and 16 x 32000 1.05-1.56x of it, 1 x 65536 1.6-1.9x). Source: TopK
-// v118b/c (fifty-second session).
+// more of 16k-40k at k = 1024, where the stream's queue cannot hold their lists (route.cc
+// checks: stream_screen_fits): ahead of the unscreened finish's two selections (H100, 32000
+// at k = 1024: 64 rows fp32 0.81x, bf16 0.68x; 256 rows 0.74-0.80x). Its CTA reads its row at
+// ~0.3 ns an element, so longer rows lose (64 x 65536: fp32 1.76x of the stream-screened
+// plan, bf16 1.21x of the unscreened one, before it was inlined; the bound is where the two
+// measurements cross, interpolated). On fewer rows the cluster kernel stays (one CTA reading
+// a row alone: 1 and 16 x 32000 1.05-1.56x of it, 1 x 65536 1.6-1.9x); at k = 512 it
+// measured even (bf16 64 x 32000, before it was inlined), so it starts at 1024. Source: TopK
+// v118-v118c (fifty-second session).
 inline constexpr int64_t kRowListMinRows = 64;
 inline constexpr int64_t kRowListMinN = 16384;
-inline constexpr int64_t kRowListMinK = 512;
+inline constexpr int64_t kRowListRouteMaxN = 40000;
+inline constexpr int64_t kRowListMinK = 1024;
 inline bool prefer_screen_row(const TopkParams& p) {
-  return p.rows >= kRowListMinRows && p.n >= kRowListMinN && p.n <= kRowListMaxN && p.k >= kRowListMinK;
+  return p.rows >= kRowListMinRows && p.n >= kRowListMinN && p.n <= kRowListRouteMaxN && p.k >= kRowListMinK;
 }
 
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {

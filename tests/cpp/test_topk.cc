@@ -292,9 +292,15 @@ TEST(TopkRoute, RowListedFinishForced) {
     EXPECT_LE(2 * 1.5 * plan.screen / f, static_cast<double>(topk::row_list_capacity(plan.finish)));
     EXPECT_GE(topk_workspace_bytes(p, plan), static_cast<std::size_t>(64 * (n / plan.group) * 4));  // the fallback's maxima
   }
-  flyops::topk_force(-1, 0);  // the router: 64 rows or more, from k = 512 (tuned_table.h, prefer_screen_row)
+  // The router: 64 rows or more at k = 1024 where the stream cannot screen (tuned_table.h,
+  // prefer_screen_row; route.cc, stream_screen_fits).
+  flyops::topk_force(-1, 0);
   EXPECT_TRUE(topk_choose(params(DType::kFloat32, 64, 32000, 1024), kH200).screen_row);
-  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 256, 65536, 512), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 256, 32000, 1024), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 64, 20000, 1024), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 65536, 1024), kH200).screen_row);  // the stream screens
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 65536, 1024), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 32000, 512), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 16, 32000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 100000, 1024), kH200).screen_row);
