@@ -264,7 +264,9 @@ struct Launcher {
   static Status finish(const TopkParams& p, const TopkPlan& plan, const FinishLayout& l) {
     const int gl = __builtin_ctz(static_cast<unsigned>(plan.group));
     char* ws = static_cast<char*>(p.workspace);
-    const bool screen = plan.screen != 0;
+    // Screened: the list from the stream, or (screen_row) the thresholds alone, the finish
+    // listing its row itself (TopK v118).
+    const bool stream_list = plan.screen != 0 && !plan.screen_row;
     FinishArgs f{p.x,
                  p.x_row_stride,
                  p.n,
@@ -276,16 +278,12 @@ struct Launcher {
                  reinterpret_cast<uint32_t*>(ws),
                  p.values,
                  p.indices,
-                 screen ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
-                 screen ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
+                 stream_list ? reinterpret_cast<const uint32_t*>(ws + l.count) : nullptr,
+                 stream_list ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
     if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
-    if (plan.screen_row) {  // the thresholds alone: the finish lists its row (TopK v118)
-      f.screen_count = nullptr;
-      f.cand = nullptr;
-      f.row_list = true;
-      f.row_prefetch = p.rows <= device_info(p.device).sm_count;
-    }
+    f.row_list = plan.screen_row;
+    f.row_prefetch = plan.screen_row && p.rows <= device_info(p.device).sm_count;
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
