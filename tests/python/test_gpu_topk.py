@@ -366,6 +366,28 @@ def screen_pieces(n, dtype, pieces=None):
             for c in counts for p in range(c)]
 
 
+def screen_row_kinds(n, dtype, gen):
+    """Three rows of n of each kind a screened list meets, on the CPU: without structure; the
+    sampled pieces holding the best elements (too few listed); a few NaNs of both signs (their
+    ties need position order); coarse values (ties at any threshold); masked logits, -inf but
+    for up to 3000 (the sample's keys tie: kNoScreen); whole numbers below 3000 (the list's
+    buckets one key value each, TopK v73, tied ~n / 3000 times)."""
+    randn_ = torch.randn(3, n, generator=gen).to(dtype)
+    planted = torch.randn(3, n, generator=gen).to(dtype)
+    for lo, hi in screen_pieces(n, dtype):
+        planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
+    nans = torch.randn(3, n, generator=gen).to(dtype)
+    where = torch.randint(0, n, (3, 4), generator=gen)
+    nans.scatter_(1, where, float("nan"))
+    nans[0, where[0, 0]] = -float("nan")
+    coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)
+    masked = torch.full((3, n), -float("inf")).to(dtype)
+    keep = torch.randint(0, n, (3, min(n // 4, 3000)), generator=gen)
+    masked.scatter_(1, keep, torch.randn(3, keep.shape[1], generator=gen).to(dtype))
+    ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+    return randn_, planted, nans, coarse, masked, ints
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_delegates_screen(dtype):
     """The finish kernel's candidates found by the stream against a sampled threshold: rows
@@ -378,23 +400,10 @@ def test_delegates_screen(dtype):
     their own (TopK v59)."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for n, ks in ((32000, (2, 50, 256, 1024)), (262144, (20, 50, 1024))):
-        randn = torch.randn(3, n, generator=gen).to(dtype)
-        planted = torch.randn(3, n, generator=gen).to(dtype)
-        for lo, hi in screen_pieces(n, dtype):
-            planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
-        nans = torch.randn(3, n, generator=gen).to(dtype)
-        where = torch.randint(0, n, (3, 4), generator=gen)
-        nans.scatter_(1, where, float("nan"))
-        nans[0, where[0, 0]] = -float("nan")
-        coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)  # ties at any threshold
+        randn, planted, nans, coarse, masked, ints = screen_row_kinds(n, dtype, gen)
         mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype)])
-        masked = torch.full((3, n), -float("inf")).to(dtype)  # masked logits: the sample's
-        keep = torch.randint(0, n, (3, 3000), generator=gen)  # keys mostly tie (kNoScreen rows)
-        masked.scatter_(1, keep, torch.randn(3, 3000, generator=gen).to(dtype))
-        # Whole numbers: the list's bucket pass (TopK v73) with buckets of one key value each,
-        # tied ~n / 3000 times (ranked by position), and ~n / 700 times (past kListBucketMax
-        # at 262144: the digit rounds instead).
-        ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+        # Whole numbers (ints, above, and these): tied ~n / 700 times (past kListBucketMax at
+        # 262144: the digit rounds instead).
         crowded = torch.randint(0, 700, (3, n), generator=gen).to(dtype)
         # A row's best elements in one stream block's range, and ascending rows: crowded
         # blocks (more candidates than a block stages, kScreenBlockCap) beside sparse ones.
@@ -429,19 +438,7 @@ def test_row_listed_finish(dtype):
     whose group does not divide them, take the router's plan."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for n, ks in ((32000, (256, 1024)), (65536, (300, 1024)), (8192, (512,))):
-        randn_ = torch.randn(3, n, generator=gen).to(dtype)
-        planted = torch.randn(3, n, generator=gen).to(dtype)
-        for lo, hi in screen_pieces(n, dtype):
-            planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
-        nans = torch.randn(3, n, generator=gen).to(dtype)
-        where = torch.randint(0, n, (3, 4), generator=gen)
-        nans.scatter_(1, where, float("nan"))
-        nans[0, where[0, 0]] = -float("nan")
-        coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)
-        masked = torch.full((3, n), -float("inf")).to(dtype)
-        keep = torch.randint(0, n, (3, min(n // 4, 3000)), generator=gen)
-        masked.scatter_(1, keep, torch.randn(3, keep.shape[1], generator=gen).to(dtype))
-        ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+        randn_, planted, nans, coarse, masked, ints = screen_row_kinds(n, dtype, gen)
         crowded = torch.randint(0, 300, (3, n), generator=gen).to(dtype)
         mixed = torch.stack([randn_[0], planted[1], torch.full((n,), 3.0).to(dtype)])
         ascending = torch.randn(3, n, generator=gen).sort(dim=1).values.to(dtype)
