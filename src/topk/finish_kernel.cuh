@@ -240,8 +240,10 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // or above t, as (key, position) at slot s of the block's list, key in row s / kThreads of
 // thread s % kThreads's run and its position pos_row rows further (list_top reads them there),
 // slots claimed a warp step at a time on `counter`. Slots from `cap` on are counted only.
-// Returns the count (every thread) and the range of the keys this thread stored. Inlined: as
-// a call of its own it read ~8% slower (TopK v118 against v118c).
+// Returns the count (every thread) and the range of the keys this thread stored. Inlined in
+// fp32's finish (as a call of its own it read 2% slower there, TopK v118 against v118c); a
+// call in the 16-bit ones (list_row_call), where inlined it left the kernel 8 bytes of
+// spills at its 64 registers.
 struct RowList {
   int count;
   KeyRange range;
@@ -297,6 +299,11 @@ FLYOPS_DEVICE RowList list_row(const typename Keys::Raw* xr, int64_t n, uint32_t
   __syncthreads();
   out.count = static_cast<int>(*counter);
   return out;
+}
+template <typename Keys, int kThreads>
+__noinline__ __device__ RowList list_row_call(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest,
+                                              uint32_t* keys, int pos_row, int cap, uint32_t* counter) {
+  return list_row<Keys, kThreads>(xr, n, t, largest, keys, pos_row, cap, counter);
 }
 
 }  // namespace flyops::topk::detail
@@ -364,8 +371,12 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
-      const detail::RowList rl = detail::list_row<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half,
-                                                                  half * kThreads, &row_listed);
+      const detail::RowList rl =
+          sizeof(Raw) == 4
+              ? detail::list_row<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
+                                                 &row_listed)
+              : detail::list_row_call<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
+                                                      &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;
