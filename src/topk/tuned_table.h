@@ -80,7 +80,8 @@ inline bool prefer_screen_few_rows(const TopkParams& p) {
 // The finish that lists its row itself (TopK v118; route.cc's row_list_plan) on 64 rows or
 // more of 16k-40k at k = 1024, where the stream's queue cannot hold their lists (route.cc
 // checks: stream_screen_fits): ahead of the unscreened finish's two selections (H100, 32000
-// at k = 1024: 64 rows fp32 0.81x, bf16 0.68x; 256 rows 0.74-0.80x). Its CTA reads its row at
+// at k = 1024: fp32 64 rows 0.81x, 256 rows 0.75-0.81x; bf16 0.94-0.97x with list_row a call,
+// as it is in the 16-bit finish, 0.68-0.80x inlined, which spilled). Its CTA reads its row at
 // ~0.3 ns an element, so longer rows lose (64 x 65536: fp32 1.76x of the stream-screened
 // plan, bf16 1.21x of the unscreened one, before it was inlined; the bound is where the two
 // measurements cross, interpolated). On fewer rows the cluster kernel stays (one CTA reading
