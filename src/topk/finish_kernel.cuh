@@ -20,6 +20,7 @@
 #include "chain_mark.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/launch.h"
+#include "flyops/tile/pipeline.h"
 #include "keys.h"
 #include "row_maxima.cuh"
 #include "small_select.cuh"
@@ -236,74 +237,98 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
+// The row-listed finish's read (TopK v119): the row streams through a ring of
+// kRowRingStages slots of kRowRingVecs vectors in shared memory, by bulk copies (TMA) that
+// thread 0 issues, the first ones before the grid wait; each warp frees a slot as it has
+// read its vectors. v118 loaded the row into registers, four vectors a thread at a time,
+// nothing in flight while it listed them (~10 us a row of 32000 elements).
+struct RowRing {
+  using Bars = tile::Ring<kRowRingStages>;
+  const uint4* src;
+  uint4* slots;
+  Bars* bars;
+  int nv, chunks;
+  int issued = 0;  // thread 0's
+  tile::RingState<kRowRingStages> prod;
+  // Thread 0: the next chunk into its slot, once every warp has read the chunk there before.
+  FLYOPS_DEVICE void issue() {
+    const int v0 = issued * kRowRingVecs;
+    const uint32_t bytes = static_cast<uint32_t>(min(kRowRingVecs, nv - v0)) * 16u;
+    bars->producer_acquire(prod, bytes);
+    tile::bulk_copy_g2s(slots + prod.stage * kRowRingVecs, src + v0, bytes, bars->full_barrier(prod));
+    prod.advance();
+    ++issued;
+  }
+  // Thread 0, before the grid wait: the barriers and the first lap.
+  FLYOPS_DEVICE void start(int warps) {
+    bars->init(static_cast<uint32_t>(warps));
+    for (int c = 0; c < kRowRingStages && c < chunks; ++c) issue();
+  }
+  // Thread 0, where the row is not listed: the first lap's copies landed, so that the slots'
+  // memory may be written (a barrier after it).
+  FLYOPS_DEVICE void drain() {
+    for (int c = 0; c < issued; ++c) tile::mbarrier_wait(&bars->full[c], 0);
+  }
+};
+
 // The row-listed finish's list (TopK v118): every element of the row whose order key is at
 // or above t, as (key, position) at slot s of the block's list, key in row s / kThreads of
 // thread s % kThreads's run and its position pos_row rows further (list_top reads them there),
 // slots claimed a warp step at a time on `counter`. Slots from `cap` on are counted only.
-// Returns the count (every thread) and the range of the keys this thread stored. Inlined in
-// fp32's finish (as a call of its own it read 2% slower there, TopK v118 against v118c); a
-// call in the 16-bit ones (list_row_call), where inlined it left the kernel 8 bytes of
-// spills at its 64 registers.
+// Returns the count (every thread) and the range of the keys this thread stored. 16-bit
+// vectors are tested whole first (max_order_key: ~3% of the elements reach t).
 struct RowList {
   int count;
   KeyRange range;
 };
-inline constexpr int kRowListLoads = 4;  // 16-byte loads in flight a thread
 template <typename Keys, int kThreads>
-FLYOPS_DEVICE RowList list_row(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest, uint32_t* keys,
-                               int pos_row, int cap, uint32_t* counter) {
+FLYOPS_DEVICE RowList list_row(RowRing& ring, uint32_t t, bool largest, uint32_t* keys, int pos_row, int cap,
+                               uint32_t* counter) {
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kStep = kThreads * kRowListLoads;
+  static_assert(kRowRingVecs == kThreads, "a slot holds one vector a thread");
   const int tid = threadIdx.x, lane = tid & 31;
-  const int nv = static_cast<int>(n / kVec);
-  const uint4* src = reinterpret_cast<const uint4*>(xr);
   if (tid == 0) *counter = 0;
-  __syncthreads();
+  __syncthreads();  // also: the ring's barriers, initialised by thread 0
   RowList out{0, KeyRange{}};
-  for (int v0 = 0; v0 < nv; v0 += kStep) {  // uniform: the warp's shuffles below
-    uint4 q[kRowListLoads];
-#pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u) {
-      const int v = v0 + u * kThreads + tid;
-      q[u] = v < nv ? src[v] : make_uint4(0, 0, 0, 0);
-    }
+  tile::RingState<kRowRingStages> st;
+  for (int c = 0; c < ring.chunks; ++c) {  // uniform: the warp's shuffles below
+    ring.bars->consumer_wait(st);
+    const int v = c * kRowRingVecs + tid;
+    const bool in = v < ring.nv;
+    const uint4 q = in ? ring.slots[st.stage * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
+    __syncwarp();
+    if (lane == 0) ring.bars->consumer_release(st);
+    st.advance();
+    // The slot read a chunk ago (its warps are past it by now) takes the next chunk.
+    if (tid == 0 && c > 0 && ring.issued < ring.chunks) ring.issue();
     uint32_t mine = 0;
+    if (in && (Keys::kBits == 32 || max_order_key<Keys>(q, largest) >= t)) {
 #pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u)
-#pragma unroll
-      for (int i = 0; i < kVec; ++i)
-        mine += v0 + u * kThreads + tid < nv && order_key<Keys>(vec_element<Raw>(q[u], i), largest) >= t ? 1u : 0u;
+      for (int i = 0; i < kVec; ++i) mine += order_key<Keys>(vec_element<Raw>(q, i), largest) >= t ? 1u : 0u;
+    }
     const uint32_t incl = tile::warp_prefix_sum(mine);
     uint32_t base = 0;
     if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
     uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
     if (mine == 0) continue;
 #pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u)
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const int v = v0 + u * kThreads + tid;
-        const uint32_t key = order_key<Keys>(vec_element<Raw>(q[u], i), largest);
-        if (v < nv && key >= t) {
-          if (slot < static_cast<uint32_t>(cap)) {
-            const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
-            keys[SmemKeys<kThreads>::at(owner, j)] = key;
-            keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
-            out.range.add(key);
-          }
-          ++slot;
+    for (int i = 0; i < kVec; ++i) {
+      const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
+      if (key >= t) {
+        if (slot < static_cast<uint32_t>(cap)) {
+          const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
+          keys[SmemKeys<kThreads>::at(owner, j)] = key;
+          keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
+          out.range.add(key);
         }
+        ++slot;
       }
+    }
   }
   __syncthreads();
   out.count = static_cast<int>(*counter);
   return out;
-}
-template <typename Keys, int kThreads>
-__noinline__ __device__ RowList list_row_call(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest,
-                                              uint32_t* keys, int pos_row, int cap, uint32_t* counter) {
-  return list_row<Keys, kThreads>(xr, n, t, largest, keys, pos_row, cap, counter);
 }
 
 }  // namespace flyops::topk::detail
@@ -342,10 +367,26 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     grid_trace.end(2);
   };
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  // The row-listed finish launches dependent on the screen: its row asked of L2 before the
-  // wait (row_prefetch), the list's loads after it find the row there.
+  // The row-listed finish launches dependent on the screen: before the wait its ring's first
+  // lap of copies is in flight and (row_prefetch) the rest of its row asked of L2.
+  __shared__ detail::RowRing::Bars ring_bars;
+  detail::RowRing ring{};
   if constexpr (kShared) {
-    if (a.row_prefetch && tid == 0) flyops::tile::bulk_prefetch_l2(xr, static_cast<uint32_t>(a.n * sizeof(Raw)));
+    if (a.row_list) {
+      ring.src = reinterpret_cast<const uint4*>(xr);
+      ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
+      ring.bars = &ring_bars;
+      ring.nv = static_cast<int>(a.n / kVec);
+      ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
+      if (tid == 0) {
+        ring.start(kThreads / 32);
+        if (a.row_prefetch && ring.issued < ring.chunks) {
+          const int64_t from = int64_t{ring.issued} * kRowRingVecs * 16;
+          flyops::tile::bulk_prefetch_l2(reinterpret_cast<const char*>(xr) + from,
+                                         static_cast<uint32_t>(a.n * sizeof(Raw) - from));
+        }
+      }
+    }
   }
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
   grid_trace.mark();
@@ -368,15 +409,15 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // held across the kernel, the pointer spilled in the 16-bit form).
   bool listed = false;
   if constexpr (kShared) {
+    if (a.row_list && a.list_only[row] == kNoScreen) {  // uniform in the CTA
+      if (tid == 0) ring.drain();
+      __syncthreads();
+    }
     if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
       const detail::RowList rl =
-          sizeof(Raw) == 4
-              ? detail::list_row<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
-                                                 &row_listed)
-              : detail::list_row_call<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
-                                                      &row_listed);
+          detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads, &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;

@@ -299,7 +299,7 @@ struct Launcher {
       if (!prepare(p.device)) return Status::kUnsupported;
       // Behind the screen, whose CTAs allow it at their start: the row's prefetch and the
       // launch before the thresholds are in.
-      if (plan.screen_row) return go(&flyops_topk_finish<Keys, 0>, smem);
+      if (plan.screen_row) return go(&flyops_topk_finish<Keys, 0>, std::max(smem, row_ring_end(plan.finish)));
       if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the

@@ -279,7 +279,7 @@ TEST(TopkRoute, RowListedFinishForced) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish32,screen,row>");
   EXPECT_EQ(plan_name(params(DType::kFloat16, 3, 32000, 256)), "flyops_topk_delegates<fp16,g8,finish16,screen,row>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 65536, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen,row>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 100000, 1024)).find(",row>"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 300000, 1024)).find(",row>"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 32004, 1024)).find(",row>"), std::string::npos);
   for (auto [t, n, k] : {std::tuple{DType::kFloat32, int64_t{32000}, int64_t{1024}},
                          std::tuple{DType::kBFloat16, int64_t{65536}, int64_t{300}}}) {
