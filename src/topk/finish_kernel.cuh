@@ -20,7 +20,7 @@
 #include "chain_mark.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/launch.h"
-#include "flyops/tile/pipeline.h"
+#include "flyops/tile/async_copy.h"
 #include "keys.h"
 #include "row_maxima.cuh"
 #include "small_select.cuh"
@@ -237,38 +237,29 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
-// The row-listed finish's read (TopK v119): the row streams through a ring of
-// kRowRingStages slots of kRowRingVecs vectors in shared memory, by bulk copies (TMA) that
-// thread 0 issues, the first ones before the grid wait; each warp frees a slot as it has
-// read its vectors. v118 loaded the row into registers, four vectors a thread at a time,
-// nothing in flight while it listed them (~10 us a row of 32000 elements).
+// The row-listed finish's read (TopK v119b): the row streams through a ring of
+// kRowRingStages slots of kRowRingVecs vectors in shared memory, each thread copying its own
+// vector of every chunk into its slot (cp.async, L1 bypassed) kRowRingStages chunks ahead,
+// the first ones before the grid wait, and reading back only its own: no barrier between
+// the threads. v118 loaded the row into registers, four vectors a thread at a time, nothing
+// in flight while it listed them (~10 us a row of 32000 elements); v119's bulk copies, one
+// thread issuing a slot's 8 KB behind barriers, ran ~6 GB/s an SM.
 struct RowRing {
-  using Bars = tile::Ring<kRowRingStages>;
   const uint4* src;
   uint4* slots;
-  Bars* bars;
   int nv, chunks;
-  int issued = 0;  // thread 0's
-  tile::RingState<kRowRingStages> prod;
-  // Thread 0: the next chunk into its slot, once every warp has read the chunk there before.
-  FLYOPS_DEVICE void issue() {
-    const int v0 = issued * kRowRingVecs;
-    const uint32_t bytes = static_cast<uint32_t>(min(kRowRingVecs, nv - v0)) * 16u;
-    bars->producer_acquire(prod, bytes);
-    tile::bulk_copy_g2s(slots + prod.stage * kRowRingVecs, src + v0, bytes, bars->full_barrier(prod));
-    prod.advance();
-    ++issued;
+  // This thread's vector of chunk c into its slot (none past the row): one copy group each.
+  FLYOPS_DEVICE void issue(int c) const {
+    const int v = c * kRowRingVecs + static_cast<int>(threadIdx.x);
+    if (c < chunks && v < nv) tile::cp_async_16(slots + (c % kRowRingStages) * kRowRingVecs + threadIdx.x, src + v);
+    tile::cp_async_commit();
   }
-  // Thread 0, before the grid wait: the barriers and the first lap.
-  FLYOPS_DEVICE void start(int warps) {
-    bars->init(static_cast<uint32_t>(warps));
-    for (int c = 0; c < kRowRingStages && c < chunks; ++c) issue();
+  FLYOPS_DEVICE void start() const {
+    for (int c = 0; c < kRowRingStages; ++c) issue(c);
   }
-  // Thread 0, where the row is not listed: the first lap's copies landed, so that the slots'
-  // memory may be written (a barrier after it).
-  FLYOPS_DEVICE void drain() {
-    for (int c = 0; c < issued; ++c) tile::mbarrier_wait(&bars->full[c], 0);
-  }
+  // Where the row is not listed: the first lap's copies landed (a barrier after it), so that
+  // the slots' memory may be written.
+  FLYOPS_DEVICE void drain() const { tile::cp_async_wait<0>(); }
 };
 
 // The row-listed finish's list (TopK v118): every element of the row whose order key is at
@@ -282,31 +273,26 @@ struct RowList {
   KeyRange range;
 };
 template <typename Keys, int kThreads>
-FLYOPS_DEVICE RowList list_row(RowRing& ring, uint32_t t, bool largest, uint32_t* keys, int pos_row, int cap,
+FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, uint32_t* keys, int pos_row, int cap,
                                uint32_t* counter) {
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
   static_assert(kRowRingVecs == kThreads, "a slot holds one vector a thread");
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid == 0) *counter = 0;
-  __syncthreads();  // also: the ring's barriers, initialised by thread 0
+  __syncthreads();
   RowList out{0, KeyRange{}};
-  tile::RingState<kRowRingStages> st;
   for (int c = 0; c < ring.chunks; ++c) {  // uniform: the warp's shuffles below
-    ring.bars->consumer_wait(st);
+    tile::cp_async_wait<kRowRingStages - 1>();  // chunk c's copy (kRowRingStages groups issued ahead)
     const int v = c * kRowRingVecs + tid;
     const bool in = v < ring.nv;
-    const uint4 q = in ? ring.slots[st.stage * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
-    __syncwarp();
-    if (lane == 0) ring.bars->consumer_release(st);
-    st.advance();
-    // The slot read a chunk ago (its warps are past it by now) takes the next chunk.
-    if (tid == 0 && c > 0 && ring.issued < ring.chunks) ring.issue();
+    const uint4 q = in ? ring.slots[(c % kRowRingStages) * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
     uint32_t mine = 0;
     if (in && (Keys::kBits == 32 || max_order_key<Keys>(q, largest) >= t)) {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) mine += order_key<Keys>(vec_element<Raw>(q, i), largest) >= t ? 1u : 0u;
     }
+    ring.issue(c + kRowRingStages);  // into the slot q came from (read: q is used above)
     const uint32_t incl = tile::warp_prefix_sum(mine);
     uint32_t base = 0;
     if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
@@ -329,6 +315,13 @@ FLYOPS_DEVICE RowList list_row(RowRing& ring, uint32_t t, bool largest, uint32_t
   __syncthreads();
   out.count = static_cast<int>(*counter);
   return out;
+}
+// A call of its own in the 16-bit finishes: inlined there it left the kernel spills at its
+// 64 registers (fp32's is inlined, without).
+template <typename Keys, int kThreads>
+__noinline__ __device__ RowList list_row_call(RowRing ring, uint32_t t, bool largest, uint32_t* keys, int pos_row,
+                                              int cap, uint32_t* counter) {
+  return list_row<Keys, kThreads>(ring, t, largest, keys, pos_row, cap, counter);
 }
 
 }  // namespace flyops::topk::detail
@@ -369,23 +362,18 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
   // The row-listed finish launches dependent on the screen: before the wait its ring's first
   // lap of copies is in flight and (row_prefetch) the rest of its row asked of L2.
-  __shared__ detail::RowRing::Bars ring_bars;
   detail::RowRing ring{};
   if constexpr (kShared) {
     if (a.row_list) {
       ring.src = reinterpret_cast<const uint4*>(xr);
       ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
-      ring.bars = &ring_bars;
       ring.nv = static_cast<int>(a.n / kVec);
       ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
-      if (tid == 0) {
-        ring.start(kThreads / 32);
-        if (a.row_prefetch && ring.issued < ring.chunks) {
-          const int64_t from = int64_t{ring.issued} * kRowRingVecs * 16;
-          flyops::tile::bulk_prefetch_l2(reinterpret_cast<const char*>(xr) + from,
-                                         static_cast<uint32_t>(a.n * sizeof(Raw) - from));
-        }
-      }
+      ring.start();
+      const int64_t from = int64_t{kRowRingStages} * kRowRingVecs * 16;
+      if (a.row_prefetch && tid == 0 && from < a.n * static_cast<int64_t>(sizeof(Raw)))
+        flyops::tile::bulk_prefetch_l2(reinterpret_cast<const char*>(xr) + from,
+                                       static_cast<uint32_t>(a.n * sizeof(Raw) - from));
     }
   }
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
@@ -410,14 +398,18 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   bool listed = false;
   if constexpr (kShared) {
     if (a.row_list && a.list_only[row] == kNoScreen) {  // uniform in the CTA
-      if (tid == 0) ring.drain();
+      ring.drain();
       __syncthreads();
     }
     if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
       const detail::RowList rl =
-          detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads, &row_listed);
+          sizeof(Raw) == 4
+              ? detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads,
+                                                 &row_listed)
+              : detail::list_row_call<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads,
+                                                      &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;
