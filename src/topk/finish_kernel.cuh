@@ -62,6 +62,7 @@ struct FinishArgs {
   // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
   // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
   bool row_prefetch = false;
+  int ring_stages = kRowRingStages;  // its row's ring (detail::RowRing)
 };
 
 }  // namespace flyops::topk
@@ -237,25 +238,31 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
-// The row-listed finish's read (TopK v119b): the row streams through a ring of
-// kRowRingStages slots of kRowRingVecs vectors in shared memory, each thread copying its own
-// vector of every chunk into its slot (cp.async, L1 bypassed) kRowRingStages chunks ahead,
-// the first ones before the grid wait, and reading back only its own: no barrier between
-// the threads. v118 loaded the row into registers, four vectors a thread at a time, nothing
-// in flight while it listed them (~10 us a row of 32000 elements); v119's bulk copies, one
-// thread issuing a slot's 8 KB behind barriers, ran ~6 GB/s an SM.
+// The row-listed finish's read (TopK v119b): the row streams through a ring of `stages`
+// slots of kRowRingVecs vectors in shared memory, each thread copying its own vector of every
+// chunk into its slot (cp.async, L1 bypassed) `stages` chunks ahead, the first ones before
+// the grid wait, and reading back only its own: no barrier between the threads. v118 loaded
+// the row into registers, four vectors a thread at a time, nothing in flight while it listed
+// them (~10 us a row of 32000 elements); v119's bulk copies, one thread issuing a slot's 8 KB
+// behind barriers, ran ~6 GB/s an SM. `stages`: kRowRingStages, or kRowRingDeep where the
+// rows spread one CTA an SM (TopK v119c: a CTA's bandwidth follows its bytes in flight).
 struct RowRing {
   const uint4* src;
   uint4* slots;
-  int nv, chunks;
-  // This thread's vector of chunk c into its slot (none past the row): one copy group each.
-  FLYOPS_DEVICE void issue(int c) const {
+  int nv, chunks, stages;
+  // This thread's vector of chunk c into slot s (none past the row): one copy group each.
+  FLYOPS_DEVICE void copy(int c, int s) const {
     const int v = c * kRowRingVecs + static_cast<int>(threadIdx.x);
-    if (c < chunks && v < nv) tile::cp_async_16(slots + (c % kRowRingStages) * kRowRingVecs + threadIdx.x, src + v);
+    if (c < chunks && v < nv) tile::cp_async_16(slots + s * kRowRingVecs + threadIdx.x, src + v);
     tile::cp_async_commit();
   }
   FLYOPS_DEVICE void start() const {
-    for (int c = 0; c < kRowRingStages; ++c) issue(c);
+    for (int s = 0; s < stages; ++s) copy(s, s);
+  }
+  // This thread's copy of the oldest chunk in flight landed.
+  FLYOPS_DEVICE void wait() const {
+    if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
+    else tile::cp_async_wait<kRowRingStages - 1>();
   }
   // Where the row is not listed: the first lap's copies landed (a barrier after it), so that
   // the slots' memory may be written.
@@ -282,17 +289,18 @@ FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, ui
   if (tid == 0) *counter = 0;
   __syncthreads();
   RowList out{0, KeyRange{}};
-  for (int c = 0; c < ring.chunks; ++c) {  // uniform: the warp's shuffles below
-    tile::cp_async_wait<kRowRingStages - 1>();  // chunk c's copy (kRowRingStages groups issued ahead)
+  for (int c = 0, s = 0; c < ring.chunks; ++c) {  // uniform: the warp's shuffles below
+    ring.wait();  // chunk c, in slot s
     const int v = c * kRowRingVecs + tid;
     const bool in = v < ring.nv;
-    const uint4 q = in ? ring.slots[(c % kRowRingStages) * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
+    const uint4 q = in ? ring.slots[s * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
     uint32_t mine = 0;
     if (in && (Keys::kBits == 32 || max_order_key<Keys>(q, largest) >= t)) {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) mine += order_key<Keys>(vec_element<Raw>(q, i), largest) >= t ? 1u : 0u;
     }
-    ring.issue(c + kRowRingStages);  // into the slot q came from (read: q is used above)
+    ring.copy(c + ring.stages, s);  // into the slot q came from (read: q is used above)
+    s = s + 1 == ring.stages ? 0 : s + 1;
     const uint32_t incl = tile::warp_prefix_sum(mine);
     uint32_t base = 0;
     if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
@@ -369,8 +377,9 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
       ring.nv = static_cast<int>(a.n / kVec);
       ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
+      ring.stages = a.ring_stages;
       ring.start();
-      const int64_t from = int64_t{kRowRingStages} * kRowRingVecs * 16;
+      const int64_t from = int64_t{ring.stages} * kRowRingVecs * 16;
       if (a.row_prefetch && tid == 0 && from < a.n * static_cast<int64_t>(sizeof(Raw)))
         flyops::tile::bulk_prefetch_l2(reinterpret_cast<const char*>(xr) + from,
                                        static_cast<uint32_t>(a.n * sizeof(Raw) - from));
