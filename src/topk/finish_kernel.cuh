@@ -273,8 +273,7 @@ struct RowRing {
 // or above t, as (key, position) at slot s of the block's list, key in row s / kThreads of
 // thread s % kThreads's run and its position pos_row rows further (list_top reads them there),
 // slots claimed a warp step at a time on `counter`. Slots from `cap` on are counted only.
-// Returns the count (every thread) and the range of the keys this thread stored. 16-bit
-// vectors are tested whole first (max_order_key: ~3% of the elements reach t).
+// Returns the count (every thread) and the range of the keys this thread stored.
 struct RowList {
   int count;
   KeyRange range;
@@ -294,42 +293,33 @@ FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, ui
     const int v = c * kRowRingVecs + tid;
     const bool in = v < ring.nv;
     const uint4 q = in ? ring.slots[s * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
-    uint32_t mine = 0;
-    if (in && (Keys::kBits == 32 || max_order_key<Keys>(q, largest) >= t)) {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) mine += order_key<Keys>(vec_element<Raw>(q, i), largest) >= t ? 1u : 0u;
-    }
+    uint32_t hits = in ? hit_mask<Keys>(q, t, largest) : 0u;
     ring.copy(c + ring.stages, s);  // into the slot q came from (read: q is used above)
     s = s + 1 == ring.stages ? 0 : s + 1;
+    const uint32_t mine = __popc(hits);
     const uint32_t incl = tile::warp_prefix_sum(mine);
     uint32_t base = 0;
     if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
     uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
-    if (mine == 0) continue;
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
+    // Only the hits (~3% of the elements): the warp runs its busiest lane's count, where a
+    // test of every element ran each one's store path whenever any lane had a hit (v118:
+    // ~195 instructions a warp step of 32 vectors, the listing bound by them).
+    while (hits != 0) {
+      const int i = __ffs(hits) - 1;
+      hits &= hits - 1;
       const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
-      if (key >= t) {
-        if (slot < static_cast<uint32_t>(cap)) {
-          const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
-          keys[SmemKeys<kThreads>::at(owner, j)] = key;
-          keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
-          out.range.add(key);
-        }
-        ++slot;
+      if (slot < static_cast<uint32_t>(cap)) {
+        const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
+        keys[SmemKeys<kThreads>::at(owner, j)] = key;
+        keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
+        out.range.add(key);
       }
+      ++slot;
     }
   }
   __syncthreads();
   out.count = static_cast<int>(*counter);
   return out;
-}
-// A call of its own in the 16-bit finishes: inlined there it left the kernel spills at its
-// 64 registers (fp32's is inlined, without).
-template <typename Keys, int kThreads>
-__noinline__ __device__ RowList list_row_call(RowRing ring, uint32_t t, bool largest, uint32_t* keys, int pos_row,
-                                              int cap, uint32_t* counter) {
-  return list_row<Keys, kThreads>(ring, t, largest, keys, pos_row, cap, counter);
 }
 
 }  // namespace flyops::topk::detail
@@ -414,11 +404,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
       const detail::RowList rl =
-          sizeof(Raw) == 4
-              ? detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads,
-                                                 &row_listed)
-              : detail::list_row_call<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads,
-                                                      &row_listed);
+          detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads, &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;
