@@ -58,7 +58,8 @@ struct FinishArgs {
   // stream ran, so a row its list does not hold computes its maxima from the row, kNoScreen
   // or not.
   bool row_list = false;
-  // With it, the CTA asks L2 for its row before its grid wait: where the rows fit one wave
+  // With it, the CTA asks L2 for the rest of its row (past its ring's first lap) before its
+  // grid wait, and its ring is kRowRingDeep slots: where the rows fit one wave
   // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
   // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
   bool row_prefetch = false;
@@ -245,7 +246,8 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // the row into registers, four vectors a thread at a time, nothing in flight while it listed
 // them (~10 us a row of 32000 elements); v119's bulk copies, one thread issuing a slot's 8 KB
 // behind barriers, ran ~6 GB/s an SM. `stages`: kRowRingStages, or kRowRingDeep where the
-// rows spread one CTA an SM (TopK v119c: a CTA's bandwidth follows its bytes in flight).
+// rows spread one CTA an SM (TopK v119c; even in its measurement, where the list's
+// instructions were the bound, not the read).
 struct RowRing {
   const uint4* src;
   uint4* slots;

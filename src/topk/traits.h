@@ -349,7 +349,7 @@ inline ScreenSample screen_sample(int64_t n, int64_t k, int elem_bytes, int64_t 
 // of the finish's key rows, so the list fits the lower half.
 inline constexpr int64_t kRowListMaxN = 262144;
 inline int64_t row_list_capacity(int elems) { return finish_capacity(elems) / 2; }
-// Its row streams into shared memory through a ring of bulk copies (TopK v119): kRowRingStages
+// Its row streams into shared memory through a ring of per-thread copies (TopK v119b): kRowRingStages
 // slots of one 16-byte vector a thread, above the keys' rows (the sort's and the list pass's
 // room, unused until the list is in). The kernel's shared memory is at least row_ring_end.
 // Where the rows spread one CTA an SM, the ring is kRowRingDeep slots (TopK v119c).

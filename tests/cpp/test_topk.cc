@@ -300,7 +300,9 @@ TEST(TopkRoute, RowListedFinishForced) {
   EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 64, 20000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 65536, 1024), kH200).screen_row);  // the stream screens
   EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 65536, 1024), kH200).screen_row);
-  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 32000, 512), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 64, 32000, 512), kH200).screen_row);  // 16-bit from k = 512
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 512), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 16, 32000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 100000, 1024), kH200).screen_row);
