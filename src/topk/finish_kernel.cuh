@@ -20,6 +20,7 @@
 #include "chain_mark.cuh"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/launch.h"
+#include "flyops/tile/async_copy.h"
 #include "keys.h"
 #include "row_maxima.cuh"
 #include "small_select.cuh"
@@ -57,10 +58,12 @@ struct FinishArgs {
   // stream ran, so a row its list does not hold computes its maxima from the row, kNoScreen
   // or not.
   bool row_list = false;
-  // With it, the CTA asks L2 for its row before its grid wait: where the rows fit one wave
+  // With it, the CTA asks L2 for the rest of its row (past its ring's first lap) before its
+  // grid wait, and its ring is kRowRingDeep slots: where the rows fit one wave
   // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
   // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
   bool row_prefetch = false;
+  int ring_stages = kRowRingStages;  // its row's ring (detail::RowRing)
 };
 
 }  // namespace flyops::topk
@@ -236,74 +239,89 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
+// The row-listed finish's read (TopK v119b): the row streams through a ring of `stages`
+// slots of kRowRingVecs vectors in shared memory, each thread copying its own vector of every
+// chunk into its slot (cp.async, L1 bypassed) `stages` chunks ahead, the first ones before
+// the grid wait, and reading back only its own: no barrier between the threads. v118 loaded
+// the row into registers, four vectors a thread at a time, nothing in flight while it listed
+// them (~10 us a row of 32000 elements); v119's bulk copies, one thread issuing a slot's 8 KB
+// behind barriers, ran ~6 GB/s an SM. `stages`: kRowRingStages, or kRowRingDeep where the
+// rows spread one CTA an SM (TopK v119c; even in its measurement, where the list's
+// instructions were the bound, not the read).
+struct RowRing {
+  const uint4* src;
+  uint4* slots;
+  int nv, chunks, stages;
+  // This thread's vector of chunk c into slot s (none past the row): one copy group each.
+  FLYOPS_DEVICE void copy(int c, int s) const {
+    const int v = c * kRowRingVecs + static_cast<int>(threadIdx.x);
+    if (c < chunks && v < nv) tile::cp_async_16(slots + s * kRowRingVecs + threadIdx.x, src + v);
+    tile::cp_async_commit();
+  }
+  FLYOPS_DEVICE void start() const {
+    for (int s = 0; s < stages; ++s) copy(s, s);
+  }
+  // This thread's copy of the oldest chunk in flight landed.
+  FLYOPS_DEVICE void wait() const {
+    if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
+    else tile::cp_async_wait<kRowRingStages - 1>();
+  }
+  // Where the row is not listed: the first lap's copies landed (a barrier after it), so that
+  // the slots' memory may be written.
+  FLYOPS_DEVICE void drain() const { tile::cp_async_wait<0>(); }
+};
+
 // The row-listed finish's list (TopK v118): every element of the row whose order key is at
 // or above t, as (key, position) at slot s of the block's list, key in row s / kThreads of
 // thread s % kThreads's run and its position pos_row rows further (list_top reads them there),
 // slots claimed a warp step at a time on `counter`. Slots from `cap` on are counted only.
-// Returns the count (every thread) and the range of the keys this thread stored. Inlined in
-// fp32's finish (as a call of its own it read 2% slower there, TopK v118 against v118c); a
-// call in the 16-bit ones (list_row_call), where inlined it left the kernel 8 bytes of
-// spills at its 64 registers.
+// Returns the count (every thread) and the range of the keys this thread stored.
 struct RowList {
   int count;
   KeyRange range;
 };
-inline constexpr int kRowListLoads = 4;  // 16-byte loads in flight a thread
 template <typename Keys, int kThreads>
-FLYOPS_DEVICE RowList list_row(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest, uint32_t* keys,
-                               int pos_row, int cap, uint32_t* counter) {
+FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, uint32_t* keys, int pos_row, int cap,
+                               uint32_t* counter) {
   using Raw = typename Keys::Raw;
   constexpr int kVec = 16 / sizeof(Raw);
-  constexpr int kStep = kThreads * kRowListLoads;
+  static_assert(kRowRingVecs == kThreads, "a slot holds one vector a thread");
   const int tid = threadIdx.x, lane = tid & 31;
-  const int nv = static_cast<int>(n / kVec);
-  const uint4* src = reinterpret_cast<const uint4*>(xr);
   if (tid == 0) *counter = 0;
   __syncthreads();
   RowList out{0, KeyRange{}};
-  for (int v0 = 0; v0 < nv; v0 += kStep) {  // uniform: the warp's shuffles below
-    uint4 q[kRowListLoads];
-#pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u) {
-      const int v = v0 + u * kThreads + tid;
-      q[u] = v < nv ? src[v] : make_uint4(0, 0, 0, 0);
-    }
-    uint32_t mine = 0;
-#pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u)
-#pragma unroll
-      for (int i = 0; i < kVec; ++i)
-        mine += v0 + u * kThreads + tid < nv && order_key<Keys>(vec_element<Raw>(q[u], i), largest) >= t ? 1u : 0u;
+  for (int c = 0, s = 0; c < ring.chunks; ++c) {  // uniform: the warp's shuffles below
+    ring.wait();  // chunk c, in slot s
+    const int v = c * kRowRingVecs + tid;
+    const bool in = v < ring.nv;
+    const uint4 q = in ? ring.slots[s * kRowRingVecs + tid] : make_uint4(0, 0, 0, 0);
+    uint32_t hits = in ? hit_mask<Keys>(q, t, largest) : 0u;
+    ring.copy(c + ring.stages, s);  // into the slot q came from (read: q is used above)
+    s = s + 1 == ring.stages ? 0 : s + 1;
+    const uint32_t mine = __popc(hits);
     const uint32_t incl = tile::warp_prefix_sum(mine);
     uint32_t base = 0;
     if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
     uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
-    if (mine == 0) continue;
-#pragma unroll
-    for (int u = 0; u < kRowListLoads; ++u)
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        const int v = v0 + u * kThreads + tid;
-        const uint32_t key = order_key<Keys>(vec_element<Raw>(q[u], i), largest);
-        if (v < nv && key >= t) {
-          if (slot < static_cast<uint32_t>(cap)) {
-            const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
-            keys[SmemKeys<kThreads>::at(owner, j)] = key;
-            keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
-            out.range.add(key);
-          }
-          ++slot;
-        }
+    // Only the hits (~3% of the elements): the warp runs its busiest lane's count, where a
+    // test of every element ran each one's store path whenever any lane had a hit (v118:
+    // ~195 instructions a warp step of 32 vectors, the listing bound by them).
+    while (hits != 0) {
+      const int i = __ffs(hits) - 1;
+      hits &= hits - 1;
+      const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
+      if (slot < static_cast<uint32_t>(cap)) {
+        const int owner = static_cast<int>(slot % kThreads), j = static_cast<int>(slot / kThreads);
+        keys[SmemKeys<kThreads>::at(owner, j)] = key;
+        keys[SmemKeys<kThreads>::at(owner, pos_row + j)] = static_cast<uint32_t>(v * kVec + i);
+        out.range.add(key);
       }
+      ++slot;
+    }
   }
   __syncthreads();
   out.count = static_cast<int>(*counter);
   return out;
-}
-template <typename Keys, int kThreads>
-__noinline__ __device__ RowList list_row_call(const typename Keys::Raw* xr, int64_t n, uint32_t t, bool largest,
-                                              uint32_t* keys, int pos_row, int cap, uint32_t* counter) {
-  return list_row<Keys, kThreads>(xr, n, t, largest, keys, pos_row, cap, counter);
 }
 
 }  // namespace flyops::topk::detail
@@ -342,10 +360,22 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     grid_trace.end(2);
   };
   const Raw* xr = static_cast<const Raw*>(a.x) + row * a.row_stride;
-  // The row-listed finish launches dependent on the screen: its row asked of L2 before the
-  // wait (row_prefetch), the list's loads after it find the row there.
+  // The row-listed finish launches dependent on the screen: before the wait its ring's first
+  // lap of copies is in flight and (row_prefetch) the rest of its row asked of L2.
+  detail::RowRing ring{};
   if constexpr (kShared) {
-    if (a.row_prefetch && tid == 0) flyops::tile::bulk_prefetch_l2(xr, static_cast<uint32_t>(a.n * sizeof(Raw)));
+    if (a.row_list) {
+      ring.src = reinterpret_cast<const uint4*>(xr);
+      ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
+      ring.nv = static_cast<int>(a.n / kVec);
+      ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
+      ring.stages = a.ring_stages;
+      ring.start();
+      const int64_t from = int64_t{ring.stages} * kRowRingVecs * 16;
+      if (a.row_prefetch && tid == 0 && from < a.n * static_cast<int64_t>(sizeof(Raw)))
+        flyops::tile::bulk_prefetch_l2(reinterpret_cast<const char*>(xr) + from,
+                                       static_cast<uint32_t>(a.n * sizeof(Raw) - from));
+    }
   }
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
   grid_trace.mark();
@@ -368,15 +398,15 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // held across the kernel, the pointer spilled in the 16-bit form).
   bool listed = false;
   if constexpr (kShared) {
+    if (a.row_list && a.list_only[row] == kNoScreen) {  // uniform in the CTA
+      ring.drain();
+      __syncthreads();
+    }
     if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
       const detail::RowList rl =
-          sizeof(Raw) == 4
-              ? detail::list_row<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
-                                                 &row_listed)
-              : detail::list_row_call<Keys, kThreads>(xr, a.n, a.list_only[row], largest, keys, half, half * kThreads,
-                                                      &row_listed);
+          detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads, &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;

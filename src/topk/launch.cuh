@@ -135,8 +135,10 @@ struct Launcher {
                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
              if constexpr (!Keys::kIdentity) {  // maxima keys (AscKeys32) never take these
                ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               std::max(finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total,
-                                                        kFinishSpreadSmem)) == cudaSuccess;
+                                               std::max({finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total,
+                                                         kFinishSpreadSmem,
+                                                         row_ring_end(kFinishSmemMaxE, kRowRingDeep)})) ==
+                             cudaSuccess;
                ok = ok && cudaFuncSetAttribute(&flyops_topk_rows<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
                               cudaSuccess;
@@ -284,6 +286,7 @@ struct Launcher {
     if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
     f.row_list = plan.screen_row;
     f.row_prefetch = plan.screen_row && p.rows <= device_info(p.device).sm_count;
+    f.ring_stages = f.row_prefetch ? kRowRingDeep : kRowRingStages;  // one CTA an SM: the deep ring
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -299,7 +302,8 @@ struct Launcher {
       if (!prepare(p.device)) return Status::kUnsupported;
       // Behind the screen, whose CTAs allow it at their start: the row's prefetch and the
       // launch before the thresholds are in.
-      if (plan.screen_row) return go(&flyops_topk_finish<Keys, 0>, smem);
+      if (plan.screen_row)
+        return go(&flyops_topk_finish<Keys, 0>, std::max(smem, row_ring_end(plan.finish, f.ring_stages)));
       if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the

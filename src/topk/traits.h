@@ -347,8 +347,17 @@ inline ScreenSample screen_sample(int64_t n, int64_t k, int elem_bytes, int64_t 
 // The screened finish that lists its row itself (TopK v118, finish_kernel.cuh's list_row):
 // one CTA reads the whole row, so rows up to this; the list's positions take the upper half
 // of the finish's key rows, so the list fits the lower half.
-inline constexpr int64_t kRowListMaxN = 65536;
+inline constexpr int64_t kRowListMaxN = 262144;
 inline int64_t row_list_capacity(int elems) { return finish_capacity(elems) / 2; }
+// Its row streams into shared memory through a ring of per-thread copies (TopK v119b): kRowRingStages
+// slots of one 16-byte vector a thread, above the keys' rows (the sort's and the list pass's
+// room, unused until the list is in). The kernel's shared memory is at least row_ring_end.
+// Where the rows spread one CTA an SM, the ring is kRowRingDeep slots (TopK v119c).
+inline constexpr int kRowRingStages = 4;
+inline constexpr int kRowRingDeep = 12;
+inline constexpr int kRowRingVecs = kFinishThreads;
+FLYOPS_HD int row_ring_offset(int elems) { return finish_smem(elems, 1, 0).sort_key; }
+inline int row_ring_end(int elems, int stages) { return row_ring_offset(elems) + stages * kRowRingVecs * 16; }
 
 // First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).
 FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {

@@ -78,22 +78,26 @@ inline bool prefer_screen_few_rows(const TopkParams& p) {
 }
 
 // The finish that lists its row itself (TopK v118; route.cc's row_list_plan) on 64 rows or
-// more of 16k-40k at k = 1024, where the stream's queue cannot hold their lists (route.cc
-// checks: stream_screen_fits): ahead of the unscreened finish's two selections (H100, 32000
-// at k = 1024: fp32 64 rows 0.81x, 256 rows 0.75-0.81x; bf16 0.94-0.97x with list_row a call,
-// as it is in the 16-bit finish, 0.68-0.80x inlined, which spilled). Its CTA reads its row at
-// ~0.3 ns an element, so longer rows lose (64 x 65536: fp32 1.76x of the stream-screened
-// plan, bf16 1.21x of the unscreened one, before it was inlined; the bound is where the two
-// measurements cross, interpolated). On fewer rows the cluster kernel stays (one CTA reading
-// a row alone: 1 and 16 x 32000 1.05-1.56x of it, 1 x 65536 1.6-1.9x); at k = 512 it
-// measured even (bf16 64 x 32000, before it was inlined), so it starts at 1024. Source: TopK
-// v118-v118c (fifty-second session).
+// more of 16k-40k at k = 1024 (16-bit rows from k = 512), where the stream's queue cannot
+// hold their lists (route.cc checks: stream_screen_fits): ahead of the unscreened finish's
+// two selections. H100, 32000 elements, with v119d's list (a vector's hits only, the row
+// through a cp.async ring): bf16 k = 1024 64 rows 16.80 us, 256 rows 27.33 (v118's 22.77 /
+// 34.10, itself 0.94-0.97x of the unscreened finish); bf16 k = 512 0.755x / 0.795x of the
+// unscreened finish; fp32 k = 1024 22.90 / 36.14 (v118's 24.02 / 35.58, 0.75-0.81x of the
+// unscreened finish); fp32 k = 512 1.05-1.22x, so fp32 starts at 1024. Longer rows lose: one
+// CTA lists a row at ~6-8 GB/s (v119d, force 23: 64 x 128256 1.6-1.8x of the stream-screened
+// plan, 256 x 151936 1.2-1.4x); the bound is where v118's measurements crossed (64 x 65536
+// 1.2-1.8x). On fewer rows the cluster kernel stays (one CTA reading a row alone: 1 and 16 x
+// 32000 1.05-1.56x of it under v118). Source: TopK v118-v119d (fifty-second and fifty-third
+// sessions).
 inline constexpr int64_t kRowListMinRows = 64;
 inline constexpr int64_t kRowListMinN = 16384;
 inline constexpr int64_t kRowListRouteMaxN = 40000;
 inline constexpr int64_t kRowListMinK = 1024;
+inline constexpr int64_t kRowListMinK16 = 512;
 inline bool prefer_screen_row(const TopkParams& p) {
-  return p.rows >= kRowListMinRows && p.n >= kRowListMinN && p.n <= kRowListRouteMaxN && p.k >= kRowListMinK;
+  const int64_t min_k = dtype_size(p.dtype) == 2 ? kRowListMinK16 : kRowListMinK;
+  return p.rows >= kRowListMinRows && p.n >= kRowListMinN && p.n <= kRowListRouteMaxN && p.k >= min_k;
 }
 
 inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {

@@ -44,6 +44,25 @@ FLYOPS_DEVICE uint32_t stored_group_key(uint32_t m, bool largest) {
 
 FLYOPS_DEVICE uint32_t better_group_key(uint32_t a, uint32_t b, bool largest) { return largest ? max(a, b) : min(a, b); }
 
+// Bit i set where element i's order key is at or above t: 16-bit elements two per word
+// (ascending_key_pair, both halves complemented smallest-first), as max_order_key reads them.
+template <typename Keys>
+FLYOPS_DEVICE uint32_t hit_mask(const uint4& v, uint32_t t, bool largest) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (Keys::kBits == 32) {
+      m |= (order_key<Keys>(w[j], largest) >= t ? 1u : 0u) << j;
+    } else {
+      const uint32_t p = ascending_key_pair<Keys>(w[j]) ^ (largest ? 0u : 0xffffffffu);
+      m |= ((p & 0xffffu) >= t ? 1u : 0u) << (2 * j);
+      m |= ((p >> 16) >= t ? 1u : 0u) << (2 * j + 1);
+    }
+  }
+  return m;
+}
+
 // Element i of a 16-byte vector of Raw, by shifts: taking the vector's address to index it
 // put it on the stack (the finish kernel's 16-bit form).
 template <typename Raw>

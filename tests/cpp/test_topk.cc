@@ -279,7 +279,7 @@ TEST(TopkRoute, RowListedFinishForced) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 256, 32000, 1024)), "flyops_topk_delegates<bf16,g8,finish32,screen,row>");
   EXPECT_EQ(plan_name(params(DType::kFloat16, 3, 32000, 256)), "flyops_topk_delegates<fp16,g8,finish16,screen,row>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 65536, 1024)), "flyops_topk_delegates<fp32,g8,finish32,screen,row>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 100000, 1024)).find(",row>"), std::string::npos);
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 300000, 1024)).find(",row>"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 2, 32004, 1024)).find(",row>"), std::string::npos);
   for (auto [t, n, k] : {std::tuple{DType::kFloat32, int64_t{32000}, int64_t{1024}},
                          std::tuple{DType::kBFloat16, int64_t{65536}, int64_t{300}}}) {
@@ -300,7 +300,9 @@ TEST(TopkRoute, RowListedFinishForced) {
   EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 64, 20000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 65536, 1024), kH200).screen_row);  // the stream screens
   EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 65536, 1024), kH200).screen_row);
-  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 32000, 512), kH200).screen_row);
+  EXPECT_TRUE(topk_choose(params(DType::kBFloat16, 64, 32000, 512), kH200).screen_row);  // 16-bit from k = 512
+  EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 512), kH200).screen_row);
+  EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kBFloat16, 16, 32000, 1024), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 32000, 256), kH200).screen_row);
   EXPECT_FALSE(topk_choose(params(DType::kFloat32, 64, 100000, 1024), kH200).screen_row);

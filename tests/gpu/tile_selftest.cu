@@ -18,6 +18,7 @@
 
 #include "flyops/device.h"
 #include "flyops/gemm.h"
+#include "flyops/tile/async_copy.h"
 #include "flyops/tile/bulk_copy.h"
 #include "flyops/tile/cluster.h"
 #include "flyops/tile/launch.h"
@@ -1168,6 +1169,48 @@ void test_bulk_prefetch() {
   cudaFree(sum);
 }
 
+// ---- cp.async 16 bytes: each thread streams its own vectors through a private ring of
+// four shared-memory slots, three groups in flight, reading back only what it copied (no
+// barrier); past the range a zero-fill copy (src_bytes 0) keeps the group counts even ----
+__global__ void cp_async_kernel(const uint4* src, int vecs, uint4* out) {
+  __shared__ uint4 ring[4][128];
+  const int t = threadIdx.x, steps = (vecs + 127) / 128;
+  auto copy = [&](int c) {
+    const int v = c * 128 + t;
+    cp_async_16(&ring[c % 4][t], v < vecs ? src + v : src, v < vecs ? 16u : 0u);
+    cp_async_commit();
+  };
+  for (int c = 0; c < 4; ++c) copy(c);
+  for (int c = 0; c < steps; ++c) {
+    cp_async_wait<3>();
+    const uint4 q = ring[c % 4][t];
+    const int v = c * 128 + t;
+    if (v < vecs) out[v] = q;
+    else if (q.x | q.y | q.z | q.w) out[0] = make_uint4(0, 0, 0, 0);  // a zero fill that was not
+    copy(c + 4);
+  }
+  cp_async_wait<0>();
+}
+
+void test_cp_async() {
+  const int vecs = 4000 + 3;  // a ragged last step
+  std::mt19937 rng(seeded(1007));
+  std::vector<uint32_t> v(vecs * 4);
+  for (auto& x : v) x = rng() | 1u;
+  uint4 *src, *out;
+  CHECK_CUDA(cudaMalloc(&src, vecs * 16));
+  CHECK_CUDA(cudaMalloc(&out, vecs * 16));
+  CHECK_CUDA(cudaMemcpy(src, v.data(), vecs * 16, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemset(out, 0xff, vecs * 16));  // poisoned
+  cp_async_kernel<<<1, 128>>>(src, vecs, out);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<uint32_t> got(vecs * 4);
+  CHECK_CUDA(cudaMemcpy(got.data(), out, vecs * 16, cudaMemcpyDeviceToHost));
+  report("cp.async 16 bytes through a per-thread ring", got == v);
+  cudaFree(src);
+  cudaFree(out);
+}
+
 // ---- align_1024: the first 1024-byte boundary of dynamic shared memory, less than 1024 on ----
 __global__ void align_kernel(int* out) {
   extern __shared__ __align__(16) unsigned char dyn[];
@@ -1463,6 +1506,7 @@ int main(int argc, char** argv) {
   test_regs_realloc();
   test_bulk_reduce();
   test_bulk_prefetch();
+  test_cp_async();
   test_red_add();
   test_red_shared_add_if();
   test_align_1024();

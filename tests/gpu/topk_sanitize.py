@@ -71,7 +71,7 @@ def list_cases(dtype):
         failures += not check(torch.randn(sms, 131072, device="cuda").to(dtype), 1024, True, True)
     force(23, 0)  # the finish that lists its row itself (TopK v118): listed, ascending (too few
     # listed: its maxima from the row), one row all equal (kNoScreen), a ragged last step (fp32)
-    for n in (32000, 32004):
+    for n in (32000, 32004, 151936):  # and a row of many ring laps (TopK v119)
         x = torch.randn(3, n, device="cuda")
         x[1] = x[1].sort().values
         x[2] = 0.5

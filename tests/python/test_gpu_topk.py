@@ -429,7 +429,7 @@ def test_delegates_screen(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_row_listed_finish(dtype):
     """The screened finish that lists its row itself (force 23, TopK v118: the sample, then one
-    finish CTA a row reading the row, no stream): rows without structure (listed), rows whose
+    finish CTA a row reading the row through its ring of bulk copies (v119), no stream): rows without structure (listed), rows whose
     sampled pieces hold their best elements (too few listed) and a few NaNs among the
     candidates (each computes its maxima from the row), ties at the threshold, whole numbers
     (one-key buckets, and past kListBucketMax the digit rounds over the list, positions from
@@ -437,7 +437,7 @@ def test_row_listed_finish(dtype):
     wrote them), ascending rows; both directions, sorted or not. Rows too long for one CTA, or
     whose group does not divide them, take the router's plan."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
-    for n, ks in ((32000, (256, 1024)), (65536, (300, 1024)), (8192, (512,))):
+    for n, ks in ((32000, (256, 1024)), (65536, (300, 1024)), (8192, (512,)), (151936, (1024,))):
         randn_, planted, nans, coarse, masked, ints = screen_row_kinds(n, dtype, gen)
         crowded = torch.randint(0, 300, (3, n), generator=gen).to(dtype)
         mixed = torch.stack([randn_[0], planted[1], torch.full((n,), 3.0).to(dtype)])
@@ -452,7 +452,7 @@ def test_row_listed_finish(dtype):
                     for sorted in (True, False):
                         assert_same_as_stock(x, k, largest=largest, sorted=sorted)
     torch.ops.flyops._topk_force(23, 0)
-    x = torch.randn(2, 100000, device="cuda").to(dtype)  # one CTA would read too much
+    x = torch.randn(2, 300000, device="cuda").to(dtype)  # one CTA would read too much
     assert not torch.ops.flyops._route_topk(x, 1024).endswith(",row>")
     assert_same_as_stock(x, 1024)
     for n in (32004, 32001):  # fp32's groups of 4 divide the first (a ragged last step); not 16-bit vectors
