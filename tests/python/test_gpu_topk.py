@@ -463,6 +463,21 @@ def test_row_listed_finish(dtype):
         assert_same_as_stock(x[:, 1:].contiguous(), 999, largest=False)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_router_row_listed_16bit_k512(dtype):
+    """The router's row-listed finish for 16-bit rows from k = 512 (tuned_table.h,
+    kRowListMinK16; TopK v119d): 64 and 256 rows of 32000, both directions, sorted or not;
+    fp32 rows at k = 512 keep the unscreened finish."""
+    torch.ops.flyops._topk_force(-1, 0)
+    for rows in (64, 256):
+        x = randn((rows, 32000), dtype)
+        assert torch.ops.flyops._route_topk(x, 512).endswith(",screen,row>"), torch.ops.flyops._route_topk(x, 512)
+        for largest in (True, False):
+            for sorted in (True, False):
+                assert_same_as_stock(x, 512, largest=largest, sorted=sorted)
+    assert not torch.ops.flyops._route_topk(randn((64, 32000), torch.float32), 512).endswith(",row>")
+
+
 def test_cuda_graph_row_listed_finish():
     """The row-listed finish replayed from a graph (its CTAs launch dependent on the screen
     and prefetch their rows before the wait): fresh rows, then ascending rows and one row in
