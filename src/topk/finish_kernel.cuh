@@ -63,7 +63,6 @@ struct FinishArgs {
   // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
   // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
   bool row_prefetch = false;
-  int ring_stages = kRowRingStages;  // its row's ring (detail::RowRing)
 };
 
 }  // namespace flyops::topk
@@ -369,7 +368,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
       ring.nv = static_cast<int>(a.n / kVec);
       ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
-      ring.stages = a.ring_stages;
+      ring.stages = row_ring_stages(a.row_prefetch);
       ring.start();
       const int64_t from = int64_t{ring.stages} * kRowRingVecs * 16;
       if (a.row_prefetch && tid == 0 && from < a.n * static_cast<int64_t>(sizeof(Raw)))
@@ -398,15 +397,15 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // held across the kernel, the pointer spilled in the 16-bit form).
   bool listed = false;
   if constexpr (kShared) {
-    if (a.row_list && a.list_only[row] == kNoScreen) {  // uniform in the CTA
+    const uint32_t t = a.row_list ? a.list_only[row] : kNoScreen;  // uniform in the CTA
+    if (a.row_list && t == kNoScreen) {  // no list: the ring's first lap lands before its slots are reused
       ring.drain();
       __syncthreads();
-    }
-    if (a.row_list && a.list_only[row] != kNoScreen) {  // uniform in the CTA
+    } else if (t != kNoScreen) {
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;
       const detail::RowList rl =
-          detail::list_row<Keys, kThreads>(ring, a.list_only[row], largest, keys, half, half * kThreads, &row_listed);
+          detail::list_row<Keys, kThreads>(ring, t, largest, keys, half, half * kThreads, &row_listed);
       mark();  // (trace builds) the list in
       if (rl.count >= k && rl.count <= half * kThreads) {
         first = tid;

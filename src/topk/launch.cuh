@@ -285,8 +285,7 @@ struct Launcher {
                  finish_capacity(plan.finish)};
     if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
     f.row_list = plan.screen_row;
-    f.row_prefetch = plan.screen_row && p.rows <= device_info(p.device).sm_count;
-    f.ring_stages = f.row_prefetch ? kRowRingDeep : kRowRingStages;  // one CTA an SM: the deep ring
+    f.row_prefetch = plan.screen_row && p.rows <= device_info(p.device).sm_count;  // and the deep ring
     const unsigned grid = static_cast<unsigned>(p.rows);
     const int smem = finish_smem(plan.finish, static_cast<int>(p.k), gl).total;
     // The register forms launch dependent on the maxima stream: their blocks start as the
@@ -303,7 +302,8 @@ struct Launcher {
       // Behind the screen, whose CTAs allow it at their start: the row's prefetch and the
       // launch before the thresholds are in.
       if (plan.screen_row)
-        return go(&flyops_topk_finish<Keys, 0>, std::max(smem, row_ring_end(plan.finish, f.ring_stages)));
+        return go(&flyops_topk_finish<Keys, 0>,
+                  std::max(smem, row_ring_end(plan.finish, row_ring_stages(f.row_prefetch))));
       if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the

@@ -356,6 +356,7 @@ inline int64_t row_list_capacity(int elems) { return finish_capacity(elems) / 2;
 inline constexpr int kRowRingStages = 4;
 inline constexpr int kRowRingDeep = 12;
 inline constexpr int kRowRingVecs = kFinishThreads;
+FLYOPS_HD int row_ring_stages(bool spread) { return spread ? kRowRingDeep : kRowRingStages; }
 FLYOPS_HD int row_ring_offset(int elems) { return finish_smem(elems, 1, 0).sort_key; }
 inline int row_ring_end(int elems, int stages) { return row_ring_offset(elems) + stages * kRowRingVecs * 16; }
 
