@@ -366,25 +366,26 @@ def screen_pieces(n, dtype, pieces=None):
             for c in counts for p in range(c)]
 
 
-def screen_row_kinds(n, dtype, gen):
-    """Three rows of n of each kind a screened list meets, on the CPU: without structure; the
-    sampled pieces holding the best elements (too few listed); a few NaNs of both signs (their
-    ties need position order); coarse values (ties at any threshold); masked logits, -inf but
-    for up to 3000 (the sample's keys tie: kNoScreen); whole numbers below 3000 (the list's
-    buckets one key value each, TopK v73, tied ~n / 3000 times)."""
-    randn_ = torch.randn(3, n, generator=gen).to(dtype)
-    planted = torch.randn(3, n, generator=gen).to(dtype)
-    for lo, hi in screen_pieces(n, dtype):
-        planted[:, lo:hi] = (50 + torch.randn(3, hi - lo, generator=gen)).to(dtype)
-    nans = torch.randn(3, n, generator=gen).to(dtype)
-    where = torch.randint(0, n, (3, 4), generator=gen)
+def screen_row_kinds(n, dtype, gen, rows=3, pieces=None):
+    """`rows` rows of n of each kind a screened list meets, on the CPU: without structure; the
+    sampled pieces (screen_pieces(n, dtype, pieces)) holding the best elements (too few
+    listed); a few NaNs of both signs (their ties need position order); coarse values (ties at
+    any threshold); masked logits, -inf but for up to 3000 (the sample's keys tie: kNoScreen);
+    whole numbers below 3000 (the list's buckets one key value each, TopK v73, tied ~n / 3000
+    times)."""
+    randn_ = torch.randn(rows, n, generator=gen).to(dtype)
+    planted = torch.randn(rows, n, generator=gen).to(dtype)
+    for lo, hi in screen_pieces(n, dtype, pieces):
+        planted[:, lo:hi] = (50 + torch.randn(rows, hi - lo, generator=gen)).to(dtype)
+    nans = torch.randn(rows, n, generator=gen).to(dtype)
+    where = torch.randint(0, n, (rows, 4), generator=gen)
     nans.scatter_(1, where, float("nan"))
     nans[0, where[0, 0]] = -float("nan")
-    coarse = torch.randn(3, n, generator=gen).to(torch.bfloat16).to(dtype)
-    masked = torch.full((3, n), -float("inf")).to(dtype)
-    keep = torch.randint(0, n, (3, min(n // 4, 3000)), generator=gen)
-    masked.scatter_(1, keep, torch.randn(3, keep.shape[1], generator=gen).to(dtype))
-    ints = torch.randint(0, 3000, (3, n), generator=gen).to(dtype)
+    coarse = torch.randn(rows, n, generator=gen).to(torch.bfloat16).to(dtype)
+    masked = torch.full((rows, n), -float("inf")).to(dtype)
+    keep = torch.randint(0, n, (rows, min(n // 4, 3000)), generator=gen)
+    masked.scatter_(1, keep, torch.randn(rows, keep.shape[1], generator=gen).to(dtype))
+    ints = torch.randint(0, 3000, (rows, n), generator=gen).to(dtype)
     return randn_, planted, nans, coarse, masked, ints
 
 
@@ -555,17 +556,8 @@ def test_delegates_chain_screen(dtype):
     without screening agree."""
     gen = torch.Generator().manual_seed(int(torch.randint(0, 1 << 30, (1,))))
     for n, ks in ((262144, (20, 100, 1024)), (1 << 20, (20, 100))):
-        randn = torch.randn(2, n, generator=gen).to(dtype)
-        planted = torch.randn(2, n, generator=gen).to(dtype)
-        for lo, hi in screen_pieces(n, dtype, 128):
-            planted[:, lo:hi] = (50 + torch.randn(2, hi - lo, generator=gen)).to(dtype)
-        nans = torch.randn(2, n, generator=gen).to(dtype)
-        where = torch.randint(0, n, (2, 4), generator=gen)
-        nans.scatter_(1, where, float("nan"))
-        nans[0, where[0, 0]] = -float("nan")
-        coarse = torch.randn(2, n, generator=gen).to(torch.bfloat16).to(dtype)
+        randn, planted, nans, coarse, _, ints = screen_row_kinds(n, dtype, gen, rows=2, pieces=128)
         mixed = torch.stack([randn[0], planted[1], torch.full((n,), 3.0).to(dtype), nans[1]])
-        ints = torch.randint(0, 3000, (2, n), generator=gen).to(dtype)  # tied list keys (TopK v73)
         screened = 0
         for x in (randn, planted, nans, coarse, mixed, ints):
             x = x.cuda()
