@@ -365,7 +365,9 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
   // warp's stores already cover adjacent elements. With several, they would go out as
   // single-element stores k apart, so they pass through shared memory: a CTA's rows are
   // consecutive, so its outputs form one block, written with adjacent threads on adjacent
-  // elements.
+  // elements. The lists go there as composites and each output's thread makes its value:
+  // made by the row's thread, k values were a serial chain of ~25 instructions each (a select
+  // per slot, a NaN's load), the whole call's latency where a few rows run.
   if constexpr (kG >= kK) {
     T mine = 0;  // best[g], chosen without a dynamic register index
 #pragma unroll
@@ -376,17 +378,12 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
       a.indices[row * a.k + g] = p;
     }
   } else {
-    __shared__ Raw s_val[kRowsPerCta * kK];
-    __shared__ int64_t s_idx[kRowsPerCta * kK];
+    __shared__ T s_best[kRowsPerCta * kK];
     const int local = threadIdx.x / kG;
     if (valid) {
 #pragma unroll
-      for (int i = 0; i < kK; ++i) {
-        if (i % kG != g || i >= a.k) continue;
-        const uint32_t key = C::key(best[i]), p = C::pos(best[i]);
-        s_val[local * a.k + i] = value_of(key, p);
-        s_idx[local * a.k + i] = p;
-      }
+      for (int i = 0; i < kK; ++i)
+        if (i % kG == g && i < a.k) s_best[local * a.k + i] = best[i];
     }
     __syncthreads();
     const int64_t row0 = int64_t(blockIdx.x) * kRowsPerCta;
@@ -395,8 +392,13 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
     Raw* vr = static_cast<Raw*>(a.values) + row0 * a.k;
     int64_t* ir = a.indices + row0 * a.k;
     for (int t = threadIdx.x; t < count; t += kGroupThreads) {
-      vr[t] = s_val[t];
-      ir[t] = s_idx[t];
+      const T c = s_best[t];
+      const uint32_t key = C::key(c), p = C::pos(c);
+      // A NaN's bits from its row (the only division by k, off the common path).
+      vr[t] = is_nan_key<Keys>(key, a.largest)
+                  ? static_cast<const Raw*>(a.x)[(row0 + t / a.k) * a.row_stride + p]
+                  : static_cast<Raw>(raw_of_order_key<Keys>(key, a.largest));
+      ir[t] = p;
     }
   }
 }
