@@ -55,24 +55,22 @@ struct Composite {
 // Larger first when `desc`, else smaller first.
 template <typename T>
 FLYOPS_DEVICE void compare_swap(T& a, T& b, bool desc) {
+  T hi, lo;
   if constexpr (sizeof(T) == 8) {
     // One 64-bit compare (two ISETPs) for both selects: written as a max and a min, the
     // compiler makes a compare for each, 8 instructions a pair instead of 6.
-    T hi, lo;
     asm("{\n\t.reg .pred p;\n\t"
         "setp.gt.u64 p, %2, %3;\n\t"
         "selp.b64 %0, %2, %3, p;\n\t"
         "selp.b64 %1, %3, %2, p;\n\t}"
         : "=l"(hi), "=l"(lo)
         : "l"(a), "l"(b));
-    a = desc ? hi : lo;
-    b = desc ? lo : hi;
   } else {
-    const T hi = a > b ? a : b;
-    const T lo = a > b ? b : a;
-    a = desc ? hi : lo;
-    b = desc ? lo : hi;
+    hi = a > b ? a : b;
+    lo = a > b ? b : a;
   }
+  a = desc ? hi : lo;
+  b = desc ? lo : hi;
 }
 
 // A bitonic sequence of kK into descending order.
@@ -408,10 +406,8 @@ __global__ void __launch_bounds__(flyops::topk::kGroupThreads) flyops_topk_group
     for (int t = threadIdx.x; t < count; t += kGroupThreads) {
       const T c = s_best[t];
       const uint32_t key = C::key(c), p = C::pos(c);
-      // A NaN's bits from its row (the only division by k, off the common path).
-      vr[t] = is_nan_key<Keys>(key, a.largest)
-                  ? static_cast<const Raw*>(a.x)[(row0 + t / a.k) * a.row_stride + p]
-                  : static_cast<Raw>(raw_of_order_key<Keys>(key, a.largest));
+      // The row (a division by k) is read only for a NaN: element_bits's load branch.
+      vr[t] = element_bits<Keys>(key, a.largest, static_cast<const Raw*>(a.x) + (row0 + t / a.k) * a.row_stride, p);
       ir[t] = p;
     }
   }
