@@ -210,26 +210,43 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     grid_trace.mark();
   }
   const bool maxima = !kListOnly || t == kNoScreen;  // uniform in the block
+  // A list-only block whose threshold allows it tests raw bits instead of keys (keys.h,
+  // TopK v123); uniform in the block.
+  bool screened_raw = false;
+  if constexpr (kListOnly) {
+    if (raw_screen_applies<Keys>(t)) {
+      screened_raw = true;
+      const RawBounds bounds = raw_screen_bounds<Keys>(t, largest);
 #pragma unroll
-  for (int u = 0; u < kDelegateUnroll; ++u) {
-    const int64_t v = v0 + u * kDelegateThreads;
-    // The group's best element as a 32-bit ascending key (the greatest order key).
-    const uint32_t m = max_order_key<Keys>(buf[u], largest);
-    if constexpr (kScreen) {
-      if (v < nv && m >= t)  // a few percent of the vectors
-        detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
+      for (int u = 0; u < kDelegateUnroll; ++u) {
+        const int64_t v = v0 + u * kDelegateThreads;
+        if (v < nv && raw_screen_hit<Keys>(buf[u].x, buf[u].y, buf[u].z, buf[u].w, bounds))
+          detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
+      }
     }
-    if (!maxima) continue;  // they cost the screened stream 5-10% (TopK v59)
-    // stored_group_key and better_group_key (vec_keys.cuh) spelled out: through them ptxas
-    // scheduled the 16-bit plain streams differently.
-    uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
+  }
+  if (!screened_raw) {
 #pragma unroll
-    for (int d = 1; d < kGV; d <<= 1) {
-      const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
-      best = largest ? max(best, other) : min(best, other);
+    for (int u = 0; u < kDelegateUnroll; ++u) {
+      const int64_t v = v0 + u * kDelegateThreads;
+      // The group's best element as a 32-bit ascending key (the greatest order key).
+      const uint32_t m = max_order_key<Keys>(buf[u], largest);
+      if constexpr (kScreen) {
+        if (v < nv && m >= t)  // a few percent of the vectors
+          detail::screen_queue(buf[u], v, stage, a.count + row, a.cap);
+      }
+      if (!maxima) continue;  // they cost the screened stream 5-10% (TopK v59)
+      // stored_group_key and better_group_key (vec_keys.cuh) spelled out: through them ptxas
+      // scheduled the 16-bit plain streams differently.
+      uint32_t best = widen_key32<Keys>(largest ? m : ~m & Keys::kMask);
+#pragma unroll
+      for (int d = 1; d < kGV; d <<= 1) {
+        const uint32_t other = __shfl_xor_sync(0xffffffffu, best, d);
+        best = largest ? max(best, other) : min(best, other);
+      }
+      // nv is a multiple of the group, so a group's lanes are all in the row or all out.
+      if (v < nv && (threadIdx.x & (kGV - 1)) == 0) out[v / kGV] = best;
     }
-    // nv is a multiple of the group, so a group's lanes are all in the row or all out.
-    if (v < nv && (threadIdx.x & (kGV - 1)) == 0) out[v / kGV] = best;
   }
   if constexpr (kScreen) {
     __syncthreads();

@@ -4,6 +4,7 @@
 // NaNs tied (at the bottom). Host and device.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
@@ -19,7 +20,8 @@ struct FloatKeys<32> {
   static constexpr int kBits = 32;
   static constexpr uint32_t kMask = 0xffffffffu;
   static constexpr bool kIdentity = false;
-  static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffffffu) > 0x7f800000u; }
+  static constexpr uint32_t kInf = 0x7f800000u;
+  static FLYOPS_HD bool is_nan(uint32_t b) { return (b & 0x7fffffffu) > kInf; }
   static FLYOPS_HD uint32_t sign(uint32_t b) { return b & 0x80000000u; }
 };
 
@@ -134,6 +136,77 @@ template <typename Keys, typename Index>
 FLYOPS_HD typename Keys::Raw element_bits(uint32_t key, bool largest, const typename Keys::Raw* row, Index pos) {
   using Raw = typename Keys::Raw;
   return is_nan_key<Keys>(key, largest) ? row[pos] : static_cast<Raw>(raw_of_order_key<Keys>(key, largest));
+}
+
+// Each 16-bit half's maximum, unsigned or signed (one instruction on the device).
+FLYOPS_HD uint32_t max_u16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  const uint32_t lo = std::max(a & 0xffffu, b & 0xffffu), hi = std::max(a >> 16, b >> 16);
+  return lo | hi << 16;
+#endif
+}
+
+FLYOPS_HD uint32_t max_s16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  const auto half = [](uint32_t w, int i) { return static_cast<int16_t>(static_cast<uint16_t>(w >> (16 * i))); };
+  const uint32_t lo = static_cast<uint16_t>(std::max(half(a, 0), half(b, 0)));
+  const uint32_t hi = static_cast<uint16_t>(std::max(half(a, 1), half(b, 1)));
+  return lo | hi << 16;
+#endif
+}
+
+// A screened row's threshold test on the raw bits (TopK v123), for a threshold t that is the
+// order key of a non-NaN value of the sign the row's best have (largest: t >= +0.0's key;
+// smallest: t <= -0.0's): there, the elements at or above t are largest-first those whose
+// raw bits, read as signed integers, reach t's value, and every negative NaN (above -inf's
+// bits, unsigned); smallest-first those whose raw bits reach t unsigned (that also lets
+// negative NaNs through, which the exact test after the queue drops). So a vector needs two
+// running maxima of its words and no keys: ~6 instructions where the keys took 20-30.
+struct RawBounds {
+  uint32_t s;  // a vector hits where its signed maximum passes s (replicated per 16-bit half)
+  uint32_t u;  // or its unsigned maximum passes u
+};
+
+template <typename Keys>
+FLYOPS_HD bool raw_screen_applies(uint32_t t) {
+  constexpr uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  return t >= top && t <= (top | Keys::kInf);
+}
+
+template <typename Keys>
+FLYOPS_HD RawBounds raw_screen_bounds(uint32_t t, bool largest) {
+  constexpr uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  constexpr uint32_t rep = Keys::kBits == 16 ? 0x00010001u : 1u;  // a 16-bit bound in both halves
+  // Largest-first: t - top is the value's bits, and s one below them (-1 for +0.0), so that
+  // "passes" is "reaches"; u is -inf's bits. Smallest-first: s is the greatest signed value
+  // (nothing passes it) and u one below t.
+  if (largest) return {((t - top - 1u) & Keys::kMask) * rep, (top | Keys::kInf) * rep};
+  return {(Keys::kMask >> 1) * rep, ((t - 1u) & Keys::kMask) * rep};
+}
+
+// Whether any element of a 16-byte vector (its four words) passes the bounds: each maximum
+// starts from its bound, so it differs from the bound only where an element exceeds it.
+template <typename Keys>
+FLYOPS_HD bool raw_screen_hit(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, const RawBounds& b) {
+  if constexpr (Keys::kBits == 32) {
+    const auto smax = [](uint32_t x, uint32_t y) {
+      return static_cast<int32_t>(x) > static_cast<int32_t>(y) ? x : y;
+    };
+    const auto umax = [](uint32_t x, uint32_t y) { return x > y ? x : y; };
+    return (smax(smax(smax(w0, w1), b.s), smax(w2, w3)) != b.s) | (umax(umax(umax(w0, w1), b.u), umax(w2, w3)) != b.u);
+  } else {
+    // Both tests always (| not ||): a branch between them cost more than the second test.
+    return (max_s16x2(max_s16x2(max_s16x2(w0, w1), b.s), max_s16x2(w2, w3)) != b.s) |
+           (max_u16x2(max_u16x2(max_u16x2(w0, w1), b.u), max_u16x2(w2, w3)) != b.u);
+  }
 }
 
 }  // namespace flyops::topk

@@ -10,12 +10,6 @@
 
 namespace flyops::topk {
 
-FLYOPS_DEVICE uint32_t max_u16x2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // The greatest order key (at the element's width) among the vector's elements.
 template <typename Keys>
 FLYOPS_DEVICE uint32_t max_order_key(const uint4& v, bool largest) {

@@ -244,6 +244,79 @@ void check_key_pairs() {
 TEST(TopkDelegates, KeyPairsBf16) { check_key_pairs<topk::Bf16Keys>(); }
 TEST(TopkDelegates, KeyPairsFp16) { check_key_pairs<topk::Fp16Keys>(); }
 
+// The screened stream's raw-bit test (TopK v123) against the order keys: where it applies,
+// a vector hits exactly when an element's key reaches t, except that smallest-first may also
+// let a negative NaN through (the exact test after the queue drops it).
+template <typename Keys>
+bool raw_hit_of(uint32_t x, int pos, uint32_t filler, const topk::RawBounds& b) {
+  uint32_t w[4];
+  if constexpr (Keys::kBits == 32) {
+    for (int i = 0; i < 4; ++i) w[i] = i == pos ? x : filler;
+  } else {
+    for (int i = 0; i < 4; ++i) w[i] = filler | filler << 16;
+    w[pos / 2] = (w[pos / 2] & ~(0xffffu << (16 * (pos % 2)))) | x << (16 * (pos % 2));
+  }
+  return topk::raw_screen_hit<Keys>(w[0], w[1], w[2], w[3], b);
+}
+
+template <typename Keys>
+void check_raw_screen(uint32_t t, const std::vector<uint32_t>& elements, std::mt19937& g) {
+  ASSERT_TRUE(topk::raw_screen_applies<Keys>(t)) << std::hex << t;
+  constexpr int kPerVec = 128 / Keys::kBits;
+  for (bool largest : {true, false}) {
+    const topk::RawBounds b = topk::raw_screen_bounds<Keys>(t, largest);
+    // The filler never passes: -inf largest-first, +0.0 smallest-first.
+    const uint32_t filler = largest ? (Keys::kMask ^ (Keys::kMask >> 1)) | Keys::kInf : 0u;
+    ASSERT_FALSE(raw_hit_of<Keys>(filler, 0, filler, b)) << std::hex << t << " " << largest;
+    for (uint32_t x : elements) {
+      const bool want = topk::order_key<Keys>(x, largest) >= t;
+      const bool hit = raw_hit_of<Keys>(x, static_cast<int>(g() % kPerVec), filler, b);
+      const bool negative_nan = Keys::is_nan(x) && Keys::sign(x);
+      if (!largest && negative_nan) continue;  // either answer is safe
+      ASSERT_EQ(hit, want) << std::hex << "t " << t << " x " << x << " largest " << largest;
+    }
+  }
+}
+
+template <typename Keys>
+void check_raw_screen_16() {
+  std::mt19937 g(flyops::tests::seeded(123));
+  std::vector<uint32_t> every(0x10000);
+  std::iota(every.begin(), every.end(), 0u);
+  constexpr uint32_t top = 0x8000u, last = top | Keys::kInf;
+  std::vector<uint32_t> ts = {top, top + 1, last - 1, last, top | 0x3f80u, top | (Keys::kInf - 0x80u)};
+  for (uint32_t t = top + 2; t < last - 1; t += 97 + g() % 16) ts.push_back(t);
+  for (uint32_t t : ts) check_raw_screen<Keys>(t, every, g);
+  // Outside the applicable range the kernel keeps the key test.
+  EXPECT_FALSE(topk::raw_screen_applies<Keys>(top - 1));
+  EXPECT_FALSE(topk::raw_screen_applies<Keys>(last + 1));
+  EXPECT_FALSE(topk::raw_screen_applies<Keys>(0xffffffffu));
+}
+TEST(TopkDelegates, RawScreenBf16) { check_raw_screen_16<topk::Bf16Keys>(); }
+TEST(TopkDelegates, RawScreenFp16) { check_raw_screen_16<topk::Fp16Keys>(); }
+
+TEST(TopkDelegates, RawScreenFp32) {
+  std::mt19937 g(flyops::tests::seeded(124));
+  using Keys = topk::FloatKeys<32>;
+  constexpr uint32_t top = 0x80000000u, last = top | Keys::kInf;
+  std::vector<uint32_t> ts = {top, top + 1, last - 1, last, top | 0x3f800000u};
+  for (int i = 0; i < 200; ++i) ts.push_back(top + g() % (Keys::kInf + 1));
+  for (uint32_t t : ts) {
+    // Every sign and exponent with edge and random mantissas, and the threshold's neighbours
+    // in both signs.
+    std::vector<uint32_t> xs;
+    for (uint32_t hi = 0; hi < 512; ++hi)
+      for (uint32_t mant : {0u, 1u, 0x400000u, 0x7fffffu, uint32_t(g()) & 0x7fffffu}) xs.push_back(hi << 23 | mant);
+    for (uint32_t d : {0u, 1u, 2u}) {
+      const uint32_t v = t - top;
+      for (uint32_t x : {v + d, v - d, (v + d) | top, (v - d) | top}) xs.push_back(x);
+    }
+    check_raw_screen<Keys>(t, xs, g);
+  }
+  EXPECT_FALSE(topk::raw_screen_applies<Keys>(top - 1));
+  EXPECT_FALSE(topk::raw_screen_applies<Keys>(last + 1));
+}
+
 // The k best group maxima's groups hold a valid answer, with stock's NaN choices.
 TEST(TopkDelegates, MatchTheKeysFp32) { check_delegates_against_keys<topk::FloatKeys<32>>(0); }
 TEST(TopkDelegates, MatchTheKeysFp16) { check_delegates_against_keys<topk::Fp16Keys>(1); }

@@ -412,8 +412,12 @@ def test_delegates_screen(dtype):
         at = int(torch.randint(0, n - 600, (1,), generator=gen))
         clustered[:, at:at + 600] = (3 + torch.rand(3, 600, generator=gen)).to(dtype)
         ascending = torch.randn(3, n, generator=gen).sort(dim=1).values.to(dtype)
+        # Rows of one sign: a threshold on the other side of zero from the row's best keeps
+        # the key test (the raw-bit test, TopK v123, takes only a threshold on their side).
+        magnitudes = torch.randn(3, n, generator=gen).abs() + 0.5
+        one_signed = torch.cat([-magnitudes[:2], magnitudes[2:]]).to(dtype)
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded, clustered, ascending):
+        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded, clustered, ascending, one_signed):
             x = x.cuda()
             for k in ks:
                 for force in (10, 17, 9):  # screened wherever it fits (17: the shared-memory finish); not
