@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "flyops/tile/arch.h"
 
@@ -138,30 +139,27 @@ FLYOPS_HD typename Keys::Raw element_bits(uint32_t key, bool largest, const type
   return is_nan_key<Keys>(key, largest) ? row[pos] : static_cast<Raw>(raw_of_order_key<Keys>(key, largest));
 }
 
-// Each 16-bit half's maximum, unsigned or signed (one instruction on the device).
-FLYOPS_HD uint32_t max_u16x2(uint32_t a, uint32_t b) {
+// Each 16-bit half's maximum, signed or unsigned (one instruction on the device).
+template <bool kSigned>
+FLYOPS_HD uint32_t max_16x2(uint32_t a, uint32_t b) {
 #if defined(__CUDA_ARCH__)
   uint32_t d;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  if constexpr (kSigned)
+    asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 #else
-  const uint32_t lo = std::max(a & 0xffffu, b & 0xffffu), hi = std::max(a >> 16, b >> 16);
-  return lo | hi << 16;
+  using Half = std::conditional_t<kSigned, int16_t, uint16_t>;
+  const auto half_max = [&](int i) {
+    return static_cast<uint32_t>(static_cast<uint16_t>(
+        std::max(static_cast<Half>(a >> (16 * i)), static_cast<Half>(b >> (16 * i)))));
+  };
+  return half_max(0) | half_max(1) << 16;
 #endif
 }
-
-FLYOPS_HD uint32_t max_s16x2(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  uint32_t d;
-  asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-#else
-  const auto half = [](uint32_t w, int i) { return static_cast<int16_t>(static_cast<uint16_t>(w >> (16 * i))); };
-  const uint32_t lo = static_cast<uint16_t>(std::max(half(a, 0), half(b, 0)));
-  const uint32_t hi = static_cast<uint16_t>(std::max(half(a, 1), half(b, 1)));
-  return lo | hi << 16;
-#endif
-}
+FLYOPS_HD uint32_t max_u16x2(uint32_t a, uint32_t b) { return max_16x2<false>(a, b); }
+FLYOPS_HD uint32_t max_s16x2(uint32_t a, uint32_t b) { return max_16x2<true>(a, b); }
 
 // A screened row's threshold test on the raw bits (TopK v123), for a threshold t that is the
 // order key of a non-NaN value of the sign the row's best have (largest: t >= +0.0's key;
