@@ -167,7 +167,8 @@ FLYOPS_HD uint32_t max_s16x2(uint32_t a, uint32_t b) { return max_16x2<true>(a, 
 // raw bits, read as signed integers, reach t's value, and every negative NaN (above -inf's
 // bits, unsigned); smallest-first those whose raw bits reach t unsigned (that also lets
 // negative NaNs through, which the exact test after the queue drops). So a vector needs two
-// running maxima of its words and no keys: ~6 instructions where the keys took 20-30.
+// running maxima of its words and no keys: 7 SASS instructions for bf16's eight elements,
+// where their keys took ~30.
 struct RawBounds {
   uint32_t s;  // a vector hits where its signed maximum passes s (replicated per 16-bit half)
   uint32_t u;  // or its unsigned maximum passes u
@@ -201,7 +202,7 @@ FLYOPS_HD bool raw_screen_hit(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3
     const auto umax = [](uint32_t x, uint32_t y) { return x > y ? x : y; };
     return (smax(smax(smax(w0, w1), b.s), smax(w2, w3)) != b.s) | (umax(umax(umax(w0, w1), b.u), umax(w2, w3)) != b.u);
   } else {
-    // Both tests always (| not ||): a branch between them cost more than the second test.
+    // Both tests always (| not ||): with || ptxas branched between them.
     return (max_s16x2(max_s16x2(max_s16x2(w0, w1), b.s), max_s16x2(w2, w3)) != b.s) |
            (max_u16x2(max_u16x2(max_u16x2(w0, w1), b.u), max_u16x2(w2, w3)) != b.u);
   }
