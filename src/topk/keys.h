@@ -50,6 +50,10 @@ struct AscKeys32 {
   static constexpr bool kIdentity = true;
 };
 
+// The top (sign) bit of a key: where negatives end and positives begin.
+template <typename Keys>
+inline constexpr uint32_t kKeyTop = Keys::kMask ^ (Keys::kMask >> 1);
+
 // The ascending key of raw bits: negatives reversed below positives, NaN on top.
 template <typename Keys>
 FLYOPS_HD uint32_t ascending_key(uint32_t b) {
@@ -57,8 +61,7 @@ FLYOPS_HD uint32_t ascending_key(uint32_t b) {
     return b;
   } else {
     if (Keys::is_nan(b)) return Keys::kMask;
-    const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
-    return Keys::sign(b) ? (~b & Keys::kMask) : (b | top);
+    return Keys::sign(b) ? (~b & Keys::kMask) : (b | kKeyTop<Keys>);
   }
 }
 
@@ -119,7 +122,7 @@ FLYOPS_HD uint32_t order_key(uint32_t b, bool largest) {
 // must be read from the element itself).
 template <typename Keys>
 FLYOPS_HD uint32_t raw_of_order_key(uint32_t key, bool largest) {
-  const uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  constexpr uint32_t top = kKeyTop<Keys>;
   const uint32_t asc = largest ? key : (~key & Keys::kMask);
   if constexpr (Keys::kIdentity) return asc;
   else return (asc & top) ? (asc ^ top) : (~asc & Keys::kMask);
@@ -176,13 +179,13 @@ struct RawBounds {
 
 template <typename Keys>
 FLYOPS_HD bool raw_screen_applies(uint32_t t) {
-  constexpr uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  constexpr uint32_t top = kKeyTop<Keys>;
   return t >= top && t <= (top | Keys::kInf);
 }
 
 template <typename Keys>
 FLYOPS_HD RawBounds raw_screen_bounds(uint32_t t, bool largest) {
-  constexpr uint32_t top = Keys::kMask ^ (Keys::kMask >> 1);
+  constexpr uint32_t top = kKeyTop<Keys>;
   constexpr uint32_t rep = Keys::kBits == 16 ? 0x00010001u : 1u;  // a 16-bit bound in both halves
   // Largest-first: t - top is the value's bits, and s one below them (-1 for +0.0), so that
   // "passes" is "reaches"; u is -inf's bits. Smallest-first: s is the greatest signed value

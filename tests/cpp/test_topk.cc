@@ -266,7 +266,7 @@ void check_raw_screen(uint32_t t, const std::vector<uint32_t>& elements, std::mt
   for (bool largest : {true, false}) {
     const topk::RawBounds b = topk::raw_screen_bounds<Keys>(t, largest);
     // The filler never passes: -inf largest-first, +0.0 smallest-first.
-    const uint32_t filler = largest ? (Keys::kMask ^ (Keys::kMask >> 1)) | Keys::kInf : 0u;
+    const uint32_t filler = largest ? topk::kKeyTop<Keys> | Keys::kInf : 0u;
     ASSERT_FALSE(raw_hit_of<Keys>(filler, 0, filler, b)) << std::hex << t << " " << largest;
     for (uint32_t x : elements) {
       const bool want = topk::order_key<Keys>(x, largest) >= t;
