@@ -16,7 +16,7 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 
 def parse(arg):
-    """ROWSxN:K (both dtypes) or ROWSxN:K:DTYPE (float32 or bfloat16 alone)."""
+    """ROWSxN:K (both dtypes) or ROWSxN:K:DTYPE (float32, bfloat16 or float16 alone)."""
     shape, k, *dt = arg.split(":")
     rows, n = (int(v) for v in shape.split("x"))
     return rows, n, int(k), [getattr(torch, d) for d in dt] or DTYPES
@@ -29,7 +29,7 @@ def main():
     tag = os.environ.get("ABA_TAG", "-")
     timer = Timer(reps=50, warmup=10)
     torch.manual_seed(1)
-    for dtype in DTYPES:
+    for dtype in DTYPES + [torch.float16]:  # float16 only where a case names it
         for rows, n, k, dtypes in cases:
             if dtype not in dtypes:
                 continue
