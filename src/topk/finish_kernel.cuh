@@ -238,6 +238,94 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
   return true;
 }
 
+// A 16-bit list's k best (TopK v126): its keys counted in bins one order key wide from the
+// threshold up (list_hist_bin), so a suffix scan of the bins gives each key's first output
+// slot and the cut (the bin of the k-th best), and each entry at or above the cut takes its
+// slot from a returning shared atomic on its bin's start (equal keys tie, and a tie may take
+// any index). Against list_top: no key range and its barrier, no keys or places kept in
+// shared memory, no in-bucket ranks; the entries stay in registers (a batch a thread, the
+// list's first batch loaded with its count, since every list has room for it). v125 had the
+// stream count them in global bins: its atomics cost the stream more (+22%) than the finish
+// saved. Returns false, having written nothing, when the list does not hold the row's answer
+// (fewer than k entries, past the capacity) or a key fell in the last bin (past the span, or
+// a NaN: their ties need position order): the caller selects as before. Every thread calls
+// it; kListBuckets bins, four a thread, in `bins`; `stage` holds k entries.
+template <typename Keys, int kThreads, typename Out>
+FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t t, bool largest, uint32_t k,
+                              int64_t cap, SmallSelectSmem<kThreads>& s, uint32_t* bins, uint2* stage, Out&& out) {
+  constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
+  static_assert(kPer == 4, "a thread's bins are one 16-byte word");
+  static_assert(kThreads == kFinishThreads && kListBatch * kFinishThreads <= finish_capacity(kFinishMaxE + 1),
+                "the first batch of entries lies within every shared-memory form's list");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const uint32_t c = *count;
+  uint2 e[kListBatch];
+#pragma unroll
+  for (int u = 0; u < kListBatch; ++u) e[u] = list[tid + u * kThreads];
+  reinterpret_cast<uint4*>(bins)[tid] = make_uint4(0u, 0u, 0u, 0u);  // while the loads are out
+  if (c < k || c > cap) return false;  // uniform
+  const int mine = tid < static_cast<int>(c) ? (static_cast<int>(c) - 1 - tid) / kThreads + 1 : 0;
+  auto load = [&](int j0) {
+#pragma unroll
+    for (int u = 0; u < kListBatch; ++u)
+      e[u] = j0 + u < mine ? list[tid + (j0 + u) * kThreads] : make_uint2(0u, 0u);
+  };
+  auto tally = [&](int j0) {
+#pragma unroll
+    for (int u = 0; u < kListBatch; ++u)
+      if (j0 + u < mine) atomicAdd(&bins[list_hist_bin<Keys>(e[u].x, t, largest)], 1u);
+  };
+  __syncthreads();  // the bins zeroed
+  tally(0);
+  for (int j0 = kListBatch; j0 < mine; j0 += kListBatch) {  // lists past kListBatch a thread
+    load(j0);
+    tally(j0);
+  }
+  __syncthreads();
+  const uint4 h = reinterpret_cast<const uint4*>(bins)[tid];
+  // Bins 4 tid + j; the higher the bin, the better its key.
+  const uint32_t cnt[kPer] = {h.x, h.y, h.z, h.w};
+  const uint32_t own = h.x + h.y + h.z + h.w;
+  const uint32_t incl = tile::warp_suffix_sum(own);  // this lane's bins and every higher lane's
+  if (lane == 0) s.warp_c[warp] = incl;
+  if (tid == kThreads - 1) s.pick[1] = h.w;  // keys past the span, or NaN
+  if (tid == 0) s.pick[0] = kListBuckets;    // no cut yet
+  __syncthreads();
+  if (s.pick[1] != 0) return false;  // uniform
+  uint32_t above = incl - own + tile::sum_warps_after<kWarps>(s.warp_c, warp);
+#pragma unroll
+  for (int j = kPer - 1; j >= 0; --j) {
+    bins[tid * kPer + j] = above;  // the bin's first slot
+    if (above < k && above + cnt[j] >= k) s.pick[0] = static_cast<uint32_t>(tid * kPer + j);
+    above += cnt[j];
+  }
+  __syncthreads();
+  const uint32_t cut = s.pick[0];  // the bins add up to c >= k, so some bin holds the k-th best
+  auto place = [&](int j0) {
+    uint32_t slot[kListBatch];
+#pragma unroll
+    for (int u = 0; u < kListBatch; ++u) {  // the atomics in flight together, then the stores
+      const uint32_t b = e[u].x - t;        // below the last bin here
+      slot[u] = j0 + u < mine && b >= cut ? atomicAdd(&bins[b], 1u) : k;
+    }
+#pragma unroll
+    for (int u = 0; u < kListBatch; ++u)
+      if (slot[u] < k) stage[slot[u]] = e[u];
+  };
+  if (mine > kListBatch) load(0);  // the registers hold the last batch tallied
+  place(0);
+  for (int j0 = kListBatch; j0 < mine; j0 += kListBatch) {
+    load(j0);
+    place(j0);
+  }
+  __syncthreads();
+  for (uint32_t q = tid; q < k; q += kThreads) {
+    const uint2 v = stage[q];
+    out(q, v.x, v.y);
+  }
+  return true;
+}
+
 // The row-listed finish's read (TopK v119b): the row streams through a ring of `stages`
 // slots of kRowRingVecs vectors in shared memory, each thread copying its own vector of every
 // chunk into its slot (cp.async, L1 bypassed) `stages` chunks ahead, the first ones before
@@ -422,6 +510,26 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       }
     }
   }
+  // ---- a 16-bit list in bins one key wide (TopK v126) --------------------------------------
+  if constexpr (kShared && Keys::kBits == 16) {
+    if (a.list_only != nullptr && !a.row_list && a.cand != nullptr && a.maxima != nullptr) {
+      Raw* vo = static_cast<Raw*>(a.values) + row * k;
+      int64_t* io = a.indices + row * k;
+      if (detail::list_top16<Keys, kThreads>(a.screen_count + row, a.cand + row * a.cap, a.list_only[row], largest,
+                                             static_cast<uint32_t>(k), a.cap, s,
+                                             reinterpret_cast<uint32_t*>(smem + L.bins),
+                                             reinterpret_cast<uint2*>(smem + L.stage),
+                                             [&](uint32_t slot, uint32_t key, uint32_t pos) {
+                                               vo[slot] = element_bits<Keys>(key, largest, xr, pos);
+                                               io[slot] = pos;
+                                             })) {
+        mark();
+        dump();
+        return;
+      }
+    }
+  }
+
   if (a.cand != nullptr) {
     const int c = static_cast<int>(min(static_cast<int64_t>(a.screen_count[row]), a.cap + 1));
     if (c >= k && c <= a.cap) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "flyops/tile/arch.h"
+#include "keys.h"
 
 namespace flyops::topk {
 
@@ -194,6 +195,14 @@ inline constexpr int kListBucketMax = 128;
 inline constexpr uint32_t kListPlaceMax = 255;
 // List entries a thread loads at a time into its run (TopK v106).
 inline constexpr int kListBatch = 8;
+// A 16-bit list's keys binned one order key a bin from the threshold up (TopK v126,
+// detail::list_top16 in finish_kernel.cuh): the last bin takes the keys past that span and
+// NaN keys, and a row with any there takes the general bucket pass. `key` is at or above `t`.
+template <typename Keys>
+FLYOPS_HD uint32_t list_hist_bin(uint32_t key, uint32_t t, bool largest) {
+  const uint32_t last = kListBuckets - 1;
+  return is_nan_key<Keys>(key, largest) ? last : std::min(key - t, last);
+}
 // The fp32 list finish's shared memory when its rows fit one CTA an SM (launch.cuh): more
 // than half of an SM's 228 KB, so that no two of its CTAs share an SM.
 inline constexpr int kFinishSpreadSmem = 116 * 1024;
@@ -265,7 +274,7 @@ inline constexpr int kScreenQueue = 512;
 inline constexpr int kScreenBlockCap = 256;  // candidates it stages
 
 // Keys a finish kernel of `elems` keys per thread holds: the most candidates it takes.
-inline int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * elems; }
+FLYOPS_HD constexpr int64_t finish_capacity(int elems) { return int64_t{kFinishThreads} * elems; }
 
 // Elements sampled from each row (16-byte vectors of elem_bytes elements) by a screening
 // CTA of `threads`.

@@ -763,6 +763,29 @@ TEST(TopkDelegates, WorkspaceLayoutAligned) {
             }
 }
 
+// A listed key's bin: its distance from the threshold, the last bin for the keys past the
+// span and for NaN keys (both directions), so that a finish that finds the last bin empty
+// holds every key exactly.
+template <typename Keys>
+void check_list_hist_bins() {
+  const uint32_t last = topk::kListBuckets - 1;
+  for (bool largest : {true, false})
+    for (uint32_t t : {0x0000u, 0x3f80u, 0x8000u, 0xc000u, 0xf000u, 0xfff0u}) {
+      for (uint32_t key = t; key <= Keys::kMask; ++key) {
+        const uint32_t bin = topk::list_hist_bin<Keys>(key, t, largest);
+        if (topk::is_nan_key<Keys>(key, largest)) {
+          EXPECT_EQ(bin, last) << key;
+        } else if (key - t < last) {
+          EXPECT_EQ(bin, key - t) << key;
+        } else {
+          EXPECT_EQ(bin, last) << key;
+        }
+      }
+    }
+}
+TEST(TopkDelegates, ListHistBinsBf16) { check_list_hist_bins<topk::Bf16Keys>(); }
+TEST(TopkDelegates, ListHistBinsFp16) { check_list_hist_bins<topk::Fp16Keys>(); }
+
 // The finish kernel takes a row when its maxima and its k groups' elements both fit the
 // CTA's keys (whole 16-byte vectors per thread): in registers for k <= kFinishMaxK and up to
 // kFinishMaxE keys per thread, else in shared memory up to kFinishSmemMaxE and k <= 1024.

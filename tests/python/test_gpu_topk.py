@@ -416,8 +416,14 @@ def test_delegates_screen(dtype):
         # the key test (the raw-bit test, TopK v123, takes only a threshold on their side).
         magnitudes = torch.randn(3, n, generator=gen).abs() + 0.5
         one_signed = torch.cat([-magnitudes[:2], magnitudes[2:]]).to(dtype)
+        # Listed keys spread over more than the 16-bit list finish's bins (kListBuckets order
+        # keys from the threshold up, TopK v126): many octaves, so that the rows take the
+        # general bucket pass instead.
+        octaves = 40 if dtype == torch.bfloat16 else 14
+        spread = (torch.randn(3, n, generator=gen) * torch.exp2(torch.randint(0, octaves, (3, n), generator=gen).float()))
+        spread = spread.to(dtype)
         screened = 0
-        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded, clustered, ascending, one_signed):
+        for x in (randn, planted, nans, coarse, mixed, masked, ints, crowded, clustered, ascending, one_signed, spread):
             x = x.cuda()
             for k in ks:
                 for force in (10, 17, 9):  # screened wherever it fits (17: the shared-memory finish); not
