@@ -511,8 +511,10 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     }
   }
   // ---- a 16-bit list in bins one key wide (TopK v126) --------------------------------------
+  // Behind a list-only stream: thresholds and a stream's list (the row-listed finish has no
+  // list, the chain's list finish no thresholds).
   if constexpr (kShared && Keys::kBits == 16) {
-    if (a.list_only != nullptr && !a.row_list && a.cand != nullptr && a.maxima != nullptr) {
+    if (a.list_only != nullptr && a.cand != nullptr) {
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
       if (detail::list_top16<Keys, kThreads>(a.screen_count + row, a.cand + row * a.cap, a.list_only[row], largest,
