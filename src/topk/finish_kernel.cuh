@@ -249,10 +249,12 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // saved. Returns false, having written nothing, when the list does not hold the row's answer
 // (fewer than k entries, past the capacity) or a key fell in the last bin (past the span, or
 // a NaN: their ties need position order): the caller selects as before. Every thread calls
-// it; kListBuckets bins, four a thread, in `bins`; `stage` holds k entries.
+// it; kListBuckets bins, four a thread, in `bins`; `stage` holds k entries. `trace` marks each
+// phase's end (trace builds).
 template <typename Keys, int kThreads, typename Out>
 FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t t, bool largest, uint32_t k,
-                              int64_t cap, SmallSelectSmem<kThreads>& s, uint32_t* bins, uint2* stage, Out&& out) {
+                              int64_t cap, SmallSelectSmem<kThreads>& s, uint32_t* bins, uint2* stage, Out&& out,
+                              PhaseTrace* trace) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
   static_assert(kPer == 4, "a thread's bins are one 16-byte word");
   static_assert(kThreads == kFinishThreads && kListBatch * kFinishThreads <= finish_capacity(kFinishMaxE + 1),
@@ -276,12 +278,14 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
       if (j0 + u < mine) atomicAdd(&bins[list_hist_bin<Keys>(e[u].x, t, largest)], 1u);
   };
   __syncthreads();  // the bins zeroed
+  trace->mark();
   tally(0);
   for (int j0 = kListBatch; j0 < mine; j0 += kListBatch) {  // lists past kListBatch a thread
     load(j0);
     tally(j0);
   }
   __syncthreads();
+  trace->mark();  // the entries in and counted
   const uint4 h = reinterpret_cast<const uint4*>(bins)[tid];
   // Bins 4 tid + j; the higher the bin, the better its key.
   const uint32_t cnt[kPer] = {h.x, h.y, h.z, h.w};
@@ -300,6 +304,7 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
     above += cnt[j];
   }
   __syncthreads();
+  trace->mark();  // the scan
   const uint32_t cut = s.pick[0];  // the bins add up to c >= k, so some bin holds the k-th best
   auto place = [&](int j0) {
     uint32_t slot[kListBatch];
@@ -319,6 +324,7 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
     place(j0);
   }
   __syncthreads();
+  trace->mark();  // the entries placed
   for (uint32_t q = tid; q < k; q += kThreads) {
     const uint2 v = stage[q];
     out(q, v.x, v.y);
@@ -524,7 +530,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
                                              [&](uint32_t slot, uint32_t key, uint32_t pos) {
                                                vo[slot] = element_bits<Keys>(key, largest, xr, pos);
                                                io[slot] = pos;
-                                             })) {
+                                             },
+                                             &trace)) {
         mark();
         dump();
         return;
