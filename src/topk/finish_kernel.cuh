@@ -261,17 +261,18 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
                 "the first batch of entries lies within every shared-memory form's list");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const uint32_t c = *count;
-  uint2 e[kListBatch];
-#pragma unroll
-  for (int u = 0; u < kListBatch; ++u) e[u] = list[tid + u * kThreads];
-  reinterpret_cast<uint4*>(bins)[tid] = make_uint4(0u, 0u, 0u, 0u);  // while the loads are out
+  reinterpret_cast<uint4*>(bins)[tid] = make_uint4(0u, 0u, 0u, 0u);  // while the count's load is out
   if (c < k || c > cap) return false;  // uniform
   const int mine = tid < static_cast<int>(c) ? (static_cast<int>(c) - 1 - tid) / kThreads + 1 : 0;
+  uint2 e[kListBatch];
   auto load = [&](int j0) {
 #pragma unroll
     for (int u = 0; u < kListBatch; ++u)
       e[u] = j0 + u < mine ? list[tid + (j0 + u) * kThreads] : make_uint2(0u, 0u);
   };
+  // Only the list's entries: read whole before the count (TopK v126), the stale rest of the
+  // list's room came from DRAM, ~3 MB at 256 rows of 128256 (TopK v129).
+  load(0);
   auto tally = [&](int j0) {
 #pragma unroll
     for (int u = 0; u < kListBatch; ++u)
