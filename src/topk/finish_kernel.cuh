@@ -243,8 +243,8 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // slot and the cut (the bin of the k-th best), and each entry at or above the cut takes its
 // slot from a returning shared atomic on its bin's start (equal keys tie, and a tie may take
 // any index). Against list_top: no key range and its barrier, no keys or places kept in
-// shared memory, no in-bucket ranks; the entries stay in registers (a batch a thread, the
-// list's first batch loaded with its count, since every list has room for it). v125 had the
+// shared memory, no in-bucket ranks; the entries stay in registers (a batch a thread, loaded
+// once the count is in: TopK v129). v125 had the
 // stream count them in global bins: its atomics cost the stream more (+22%) than the finish
 // saved. Returns false, having written nothing, when the list does not hold the row's answer
 // (fewer than k entries, past the capacity) or a key fell in the last bin (past the span, or
@@ -257,8 +257,6 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
                               PhaseTrace* trace) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
   static_assert(kPer == 4, "a thread's bins are one 16-byte word");
-  static_assert(kThreads == kFinishThreads && kListBatch * kFinishThreads <= finish_capacity(kFinishMaxE + 1),
-                "the first batch of entries lies within every shared-memory form's list");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const uint32_t c = *count;
   reinterpret_cast<uint4*>(bins)[tid] = make_uint4(0u, 0u, 0u, 0u);  // while the count's load is out
@@ -270,8 +268,8 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
     for (int u = 0; u < kListBatch; ++u)
       e[u] = j0 + u < mine ? list[tid + (j0 + u) * kThreads] : make_uint2(0u, 0u);
   };
-  // Only the list's entries: read whole before the count (TopK v126), the stale rest of the
-  // list's room came from DRAM, ~3 MB at 256 rows of 128256 (TopK v129).
+  // Only the list's entries: read whole with the count (v126), the stale rest of the list's
+  // room came from DRAM, ~3 MB at 256 rows of 128256, and the call ran ~3% longer (v129).
   load(0);
   auto tally = [&](int j0) {
 #pragma unroll
