@@ -250,9 +250,11 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   }
   if constexpr (kScreen) {
     __syncthreads();
+    // Before the flush: its claim's round trip and stores then overlap the finish's launch,
+    // which still starts only as the last block gets here (TopK v130).
+    if constexpr (kTriggerAtEnd) flyops::tile::allow_dependent_launch();
     detail::screen_flush<Keys>(t, largest, stage, a.count + row, a.cand + row * a.cap, a.cap);
   }
-  if constexpr (kTriggerAtEnd) flyops::tile::allow_dependent_launch();
   grid_trace.end(1);
 }
 
