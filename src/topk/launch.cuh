@@ -292,8 +292,8 @@ struct Launcher {
     // stream drains and wait for the maxima (tile::launch_dependent), 2-9% faster on the
     // H200. The shared-memory form launches after it: started early, its 512-thread CTAs
     // were packed two to an SM beside the stream's last blocks and ran 13-22% slower at 64
-    // rows (docs/perf-notes.md, TopK v23); behind a list-only stream whose blocks trigger at
-    // their end (kListTriggerAtEnd), a dependent launch waits for the last of them (v75).
+    // rows (docs/perf-notes.md, TopK v23); behind a list-only stream whose blocks trigger
+    // late (kListTriggerLate), a dependent launch waits for the last of them (v75, v130).
     auto go = [&](auto kernel, int bytes) {
       return launched(tile::launch_dependent(kernel, dim3(grid), dim3(kFinishThreads), bytes, p.stream, f));
     };
@@ -304,7 +304,7 @@ struct Launcher {
       if (plan.screen_row)
         return go(&flyops_topk_finish<Keys, 0>,
                   std::max(smem, row_ring_end(plan.finish, row_ring_stages(f.row_prefetch))));
-      if (lists_only(plan) && kListTriggerAtEnd<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
+      if (lists_only(plan) && kListTriggerLate<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the
       // stream's last blocks they spread one an SM (two to an SM ran 13-22% slower: v23); it
