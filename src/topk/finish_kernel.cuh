@@ -244,13 +244,12 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // slot from a returning shared atomic on its bin's start (equal keys tie, and a tie may take
 // any index). Against list_top: no key range and its barrier, no keys or places kept in
 // shared memory, no in-bucket ranks; the entries stay in registers (a batch a thread, loaded
-// once the count is in: TopK v129). v125 had the
-// stream count them in global bins: its atomics cost the stream more (+22%) than the finish
-// saved. Returns false, having written nothing, when the list does not hold the row's answer
-// (fewer than k entries, past the capacity) or a key fell in the last bin (past the span, or
-// a NaN: their ties need position order): the caller selects as before. Every thread calls
-// it; kListBuckets bins, four a thread, in `bins`; `stage` holds k entries. `trace` marks each
-// phase's end (trace builds).
+// once the count is in: TopK v129). v125 had the stream count them in global bins: its
+// atomics cost the stream more (+22%) than the finish saved. Returns false, having written
+// nothing, when the list does not hold the row's answer (fewer than k entries, past the
+// capacity) or a key fell in the last bin (past the span, or a NaN: their ties need position
+// order): the caller selects as before. Every thread calls it; kListBuckets bins, four a
+// thread, in `bins`; `stage` holds k entries. `trace` marks each phase's end (trace builds).
 template <typename Keys, int kThreads, typename Out>
 FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t t, bool largest, uint32_t k,
                               int64_t cap, SmallSelectSmem<kThreads>& s, uint32_t* bins, uint2* stage, Out&& out,
