@@ -113,7 +113,7 @@ inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
 // of the register forms' unscreened finish), fp32 rows at k >= 100 (0.86-0.98x; of 256 rows
 // only those of >= 150k), and the
 // mid-sized calls above (0.40-0.76x); at k <= 50 on 32-256 rows it measured 0.91-1.14x
-// (fp32) and 0.95-1.16x (bf16): not screened. Source of the first rule:
+// (fp32) and 0.95-1.16x (bf16): not screened then (64-256 rows since: prefer_screen_low_k). Source of the first rule:
 // screened against not in one process (session of 2026-11-30, tenth, run 8; sampling shapes
 // of 64 and 256 rows; docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
 // 1.11-1.38x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
@@ -125,8 +125,21 @@ inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
 // grew with the exact rank (v60), and 1.045x in the forty-second session.
 inline bool fp32_screens_rows(const TopkParams& p) { return p.rows <= 128 || p.n >= 150000; }
 
+// 16-bit rows of >= 32000 at k = 20-64 on 64-256 rows: screened through the shared-memory
+// finish, ahead of the register forms' unscreened finish, since the list finish's read and
+// trigger (TopK v126-v130) and the raw-bit stream (v123). Source: force 17 against the router
+// in one process (sixty-first session, call 5, an H100; docs/perf-notes.md, rows 64 and 256 x
+// N 32000 / 128256 / 151936 / 262144 x k 20 and 50): bf16 0.79-0.95x at every one (64 rows
+// 0.79-0.88x). fp32 stays: 0.89-0.97x on 64 rows there, but 256 rows 1.00-1.12x, and the
+// H200 measured 128 rows and rows of 151936-200000 slower (prefer_screen_mid_k). Not
+// measured on an H200.
+inline bool prefer_screen_low_k(const TopkParams& p) {
+  return p.dtype != DType::kFloat32 && p.rows >= 64 && p.rows <= 256 && p.n >= 32000 && p.k >= 20 && p.k <= 64;
+}
+
 inline bool prefer_screen(const TopkParams& p) {
   if (p.k > kFinishMaxK) return true;
+  if (prefer_screen_low_k(p)) return true;
   if (p.n < 120000) return false;
   const bool fp32_mid_k = p.dtype == DType::kFloat32 && p.k >= 100 && fp32_screens_rows(p);
   return p.k >= 256 || fp32_mid_k || screen_mid_sized(p) || prefer_screen_mid_k(p);
@@ -142,7 +155,8 @@ inline bool prefer_screen(const TopkParams& p) {
 // 151936-262144, 48 x 151936, 64 x 128256-262144, 128 x 151936-262144, 256 x 151936); bf16
 // k = 100-200 0.77-0.87x (64 x 262144, 256 x 151936-262144; 256 x 128256 k = 100 0.997x);
 // fp32 k = 50-64 on 32-64 rows of 262144 0.95-0.98x, but 1.01-1.10x on 16, 128 and 256 rows
-// and 0.998-1.07x on rows of 151936-200000; bf16 k = 50-64 0.93-1.14x: not taken. fp32 rows
+// and 0.998-1.07x on rows of 151936-200000; bf16 k = 50-64 0.93-1.14x: not taken (on 64-256
+// rows taken since, by prefer_screen_low_k). fp32 rows
 // as fp32_screens_rows; the 6-15 MiB calls screen_mid_sized takes already, and under 6 MiB
 // the finish is not the delegates' (prefer_delegates).
 inline bool prefer_screen_mid_k(const TopkParams& p) {

@@ -609,11 +609,15 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 1, 1 << 24, 1024)), "flyops_topk_delegates<bf16,g128,c16,c16,screen>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");  // one row
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
+  // 16-bit rows at k = 20-64 on 64-256 rows: screened (prefer_screen_low_k, sixty-first session).
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kFloat16, 256, 32000, 20)), "flyops_topk_delegates<fp16,g32,finish16,screen>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 128256, 16)), "flyops_topk_delegates<bf16,g64,finish8>");
+  EXPECT_EQ(plan_name(params(DType::kBFloat16, 512, 128256, 50)).find(",screen"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kFloat32, 32, 32000, 50)), "flyops_topk_delegates<fp32,g32,finish4>");  // few rows
   // Screened through the shared-memory finish (TopK v60): k >= 256, fp32 k >= 100, and
   // 6-15 MiB calls of 8 or more long rows (the cluster kernel's before) at k > 100; k <= 50
-  // unscreened, and under 64 rows at k <= 100 too.
+  // unscreened (but 16-bit rows on 64-256 rows, above), and under 64 rows at k <= 100 too.
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 128256, 256)), "flyops_topk_delegates<fp32,g16,finish16,screen>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 50)), "flyops_topk_delegates<bf16,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 32, 128256, 256)), "flyops_topk_delegates<bf16,g16,finish16,screen>");
@@ -626,7 +630,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_EQ(plan_name(params(DType::kFloat32, 16, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 128, 262144, 50)), "flyops_topk_delegates<fp32,g64,finish8>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 64, 200000, 50)).find(",screen"), std::string::npos);
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 50)).find(",screen"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kBFloat16, 64, 262144, 50)).find(",screen>"), std::string::npos);  // (16-bit k 20-64)
   EXPECT_NE(plan_name(params(DType::kFloat32, 16, 262144, 80)).find(",screen>"), std::string::npos);
   EXPECT_NE(plan_name(params(DType::kFloat32, 64, 128256, 80)).find(",screen>"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kFloat32, 256, 128256, 80)).find(",screen"), std::string::npos);
@@ -634,7 +638,7 @@ TEST(TopkRoute, KernelPerShapeClass) {
   EXPECT_NE(plan_name(params(DType::kBFloat16, 256, 151936, 72)).find(",screen>"), std::string::npos);
   EXPECT_NE(plan_name(params(DType::kFloat32, 64, 151936, 72)).find(",screen>"), std::string::npos);
   EXPECT_NE(plan_name(params(DType::kFloat16, 32, 262144, 100)).find(",screen>"), std::string::npos);
-  EXPECT_EQ(plan_name(params(DType::kBFloat16, 64, 262144, 64)).find(",screen"), std::string::npos);
+  EXPECT_NE(plan_name(params(DType::kBFloat16, 64, 262144, 64)).find(",screen>"), std::string::npos);
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 80)).find(",screen"), std::string::npos);  // 2 MB
   EXPECT_EQ(plan_name(params(DType::kBFloat16, 8, 128256, 256)), "flyops_topk_cluster<bf16,c16,gather>");
   EXPECT_EQ(plan_name(params(DType::kFloat32, 1, 16000, 50)), "flyops_topk_cluster<fp32,c4,gather>");  // short row
