@@ -113,9 +113,10 @@ inline bool prefer_delegates(const TopkParams& p, bool finish, bool screened) {
 // of the register forms' unscreened finish), fp32 rows at k >= 100 (0.86-0.98x; of 256 rows
 // only those of >= 150k), and the
 // mid-sized calls above (0.40-0.76x); at k <= 50 on 32-256 rows it measured 0.91-1.14x
-// (fp32) and 0.95-1.16x (bf16): not screened then (64-256 rows since: prefer_screen_low_k). Source of the first rule:
-// screened against not in one process (session of 2026-11-30, tenth, run 8; sampling shapes
-// of 64 and 256 rows; docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
+// (fp32) and 0.95-1.16x (bf16): not screened then (16-bit on 64-256 rows since:
+// prefer_screen_low_k). Source of the first rule: screened against not in one process
+// (session of 2026-11-30, tenth, run 8; sampling shapes of 64 and 256 rows;
+// docs/perf-notes.md, TopK v45): fp32 k = 1024 on rows of 128k-262k
 // 1.11-1.38x (the finish's two selections over ~16k keys each, ~28 us at 64 rows, became
 // one over ~2-4k, ~10 us), bf16 1.17-1.29x (run 10, a queue of 512); at k = 20-50
 // 0.86-1.04x (the register forms' finish saves ~5 us, the sampling kernel and the
@@ -134,7 +135,8 @@ inline bool fp32_screens_rows(const TopkParams& p) { return p.rows <= 128 || p.n
 // H200 measured 128 rows and rows of 151936-200000 slower (prefer_screen_mid_k). Not
 // measured on an H200.
 inline bool prefer_screen_low_k(const TopkParams& p) {
-  return p.dtype != DType::kFloat32 && p.rows >= 64 && p.rows <= 256 && p.n >= 32000 && p.k >= 20 && p.k <= 64;
+  return p.dtype != DType::kFloat32 && p.rows >= 64 && p.rows <= 256 && p.n >= 32000 && p.k >= 20 &&
+         p.k <= 64;
 }
 
 inline bool prefer_screen(const TopkParams& p) {
