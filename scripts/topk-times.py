@@ -1,7 +1,8 @@
 """Device times of torch.topk on a fixed set of rows (the cluster kernel's single rows and a
 few others), or on the cases given as arguments (ROWSxN:K for fp32 and bf16, ROWSxN:K:DTYPE
-for one, ROWSxN:K:DTYPE:FORCE with that `_topk_force` kind), one line per case for scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k> <us>".
-The tag is $ABA_TAG. Same timer as the benchmark (L2 flushed, median of CUDA events)."""
+for one, ROWSxN:K:DTYPE:FORCE with that `_topk_force` kind), one line per case for
+scripts/wheel-aba: "<tag> <dtype> <rows>x<N> k=<k>[ f<force>] <us>". The tag is $ABA_TAG.
+Same timer as the benchmark (L2 flushed, median of CUDA events)."""
 import os
 import sys
 
@@ -27,7 +28,7 @@ def parse(arg):
 
 def main():
     cases = [(rows, n, k, DTYPES, -1) for rows, n, k in CASES]
-    if len(sys.argv) > 1:  # ROWSxN:K[:DTYPE] ...
+    if len(sys.argv) > 1:  # ROWSxN:K[:DTYPE[:FORCE]] ...
         cases = [parse(a) for a in sys.argv[1:]]
     tag = os.environ.get("ABA_TAG", "-")
     timer = Timer(reps=50, warmup=10)
