@@ -132,8 +132,9 @@ inline bool fp32_screens_rows(const TopkParams& p) { return p.rows <= 128 || p.n
 // in one process (sixty-first session, call 5, an H100; docs/perf-notes.md, rows 64 and 256 x
 // N 32000 / 128256 / 151936 / 262144 x k 20 and 50): bf16 0.79-0.95x at every one (64 rows
 // 0.79-0.88x). fp32 stays: 0.89-0.97x on 64 rows there, but 256 rows 1.00-1.12x, and the
-// H200 measured 128 rows and rows of 151936-200000 slower (prefer_screen_mid_k). Not
-// measured on an H200.
+// H200 measured 128 rows and rows of 151936-200000 slower (prefer_screen_mid_k). On the
+// H200 (sixty-second session's bench against v123's record): bf16 256 x 128256 k = 20 / 50
+// 0.94x, 256 x 151936 0.93-0.94x, 256 x 262144 0.91-0.94x.
 inline bool prefer_screen_low_k(const TopkParams& p) {
   return p.dtype != DType::kFloat32 && p.rows >= 64 && p.rows <= 256 && p.n >= 32000 && p.k >= 20 &&
          p.k <= 64;
