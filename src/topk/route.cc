@@ -17,6 +17,8 @@ namespace {
 
 std::atomic<int> g_forced_kind{-1};
 std::atomic<int> g_forced_cluster{0};
+std::atomic<uint32_t> g_list_tag{0};
+std::atomic<bool> g_keep_polled_words{false};
 
 constexpr const char* kSortTooLarge = "k too large to sort in shared memory";
 constexpr const char* kTooLargeForTwoStages = "row too long for one cluster and k or rows too large for two stages";
@@ -496,6 +498,20 @@ Status topk_run(const TopkParams& call, const TopkPlan& plan) {
     return Status::kInvalidArgument;
   return ops->run(p, plan);
 }
+
+namespace topk {
+
+uint32_t next_list_tag() {
+  uint32_t t = g_list_tag.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (t == 0) t = g_list_tag.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 is a cleared word's
+  return t;
+}
+
+bool keeps_polled_words() { return g_keep_polled_words.load(std::memory_order_relaxed); }
+
+}  // namespace topk
+
+void topk_keep_polled_words(bool on) { g_keep_polled_words.store(on, std::memory_order_relaxed); }
 
 void topk_force(int kind, int cluster) {
   // Codes no kind answers to (13 and 14; 18, 19 and 21 of the removed filter kernel) are the

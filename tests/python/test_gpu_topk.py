@@ -1273,6 +1273,49 @@ def test_cuda_graph_screened_lists():
             check_result(x, k, -1, True, sv, ov, oi)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_graph_stale_polled_words(dtype):
+    """The 16-bit list-only stream polls each row's screen word, tagged by its call. A graph's
+    replays keep their capture's tag, so with the finish kept from clearing the words (the
+    test hook) every replay after the first finds words that carry its tag before the screen
+    writes them: the screen must poison those rows (their finish takes the maxima), and the
+    results still equal stock's. Then the hook off: a graph captured anew (its finish clears
+    the words) replayed, and eager calls."""
+    x = randn((256, 128256), dtype)
+    for k in (1024, 50):
+        name = torch.ops.flyops._route_topk(x, k)
+        assert name.startswith("flyops_topk_delegates") and "screen" in name, name
+    torch.ops.flyops._topk_keep_polled_words(True)
+    try:
+        g, outs = capture_topk([x, x], [1024, 50])
+        for rep in range(4):
+            x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
+            if rep == 2:  # ascending rows: crowded blocks beside sparse ones
+                x.copy_(x.sort(dim=1).values)
+            g.replay()
+            torch.cuda.synchronize()
+            for k, (ov, oi) in zip((1024, 50), outs):
+                with flyops.disabled():
+                    sv, _ = torch.topk(x, k)
+                check_result(x, k, -1, True, sv, ov, oi)
+    finally:
+        torch.ops.flyops._topk_keep_polled_words(False)
+    g, outs = capture_topk([x, x], [1024, 50])
+    for rep in range(3):
+        x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        for k, (ov, oi) in zip((1024, 50), outs):
+            with flyops.disabled():
+                sv, _ = torch.topk(x, k)
+            check_result(x, k, -1, True, sv, ov, oi)
+        for k in (1024, 50):
+            v, i = torch.topk(x, k)
+            with flyops.disabled():
+                sv, _ = torch.topk(x, k)
+            check_result(x, k, -1, True, sv, v, i)
+
+
 def test_log_and_profiler_names(capfd):
     x = randn((64, 128256), torch.float32)
     flyops.set_log(1)
