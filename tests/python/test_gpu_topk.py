@@ -1279,41 +1279,45 @@ def test_cuda_graph_stale_polled_words(dtype):
     replays keep their capture's tag, so with the finish kept from clearing the words (the
     test hook) every replay after the first finds words that carry its tag before the screen
     writes them: the screen must poison those rows (their finish takes the maxima), and the
-    results still equal stock's. Then the hook off: a graph captured anew (its finish clears
+    results still equal stock's. One call a graph, so that no other call's words land in its
+    workspace between replays. Then the hook off: graphs captured anew (their finish clears
     the words) replayed, and eager calls."""
     x = randn((256, 128256), dtype)
-    for k in (1024, 50):
+    ks = (1024, 50)
+    for k in ks:
         name = torch.ops.flyops._route_topk(x, k)
         assert name.startswith("flyops_topk_delegates") and "screen" in name, name
-    torch.ops.flyops._topk_keep_polled_words(True)
-    try:
-        g, outs = capture_topk([x, x], [1024, 50])
-        for rep in range(4):
+
+    def replays(graphs, count):
+        for rep in range(count):
             x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
             if rep == 2:  # ascending rows: crowded blocks beside sparse ones
                 x.copy_(x.sort(dim=1).values)
-            g.replay()
-            torch.cuda.synchronize()
-            for k, (ov, oi) in zip((1024, 50), outs):
+            for k, (g, (ov, oi)) in zip(ks, graphs):
+                g.replay()
+                torch.cuda.synchronize()
                 with flyops.disabled():
                     sv, _ = torch.topk(x, k)
                 check_result(x, k, -1, True, sv, ov, oi)
+
+    def capture_each():
+        graphs = []
+        for k in ks:
+            g, outs = capture_topk([x], [k])
+            graphs.append((g, outs[0]))
+        return graphs
+
+    torch.ops.flyops._topk_keep_polled_words(True)
+    try:
+        replays(capture_each(), 4)
     finally:
         torch.ops.flyops._topk_keep_polled_words(False)
-    g, outs = capture_topk([x, x], [1024, 50])
-    for rep in range(3):
-        x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
-        g.replay()
-        torch.cuda.synchronize()
-        for k, (ov, oi) in zip((1024, 50), outs):
-            with flyops.disabled():
-                sv, _ = torch.topk(x, k)
-            check_result(x, k, -1, True, sv, ov, oi)
-        for k in (1024, 50):
-            v, i = torch.topk(x, k)
-            with flyops.disabled():
-                sv, _ = torch.topk(x, k)
-            check_result(x, k, -1, True, sv, v, i)
+    replays(capture_each(), 3)
+    for k in ks:
+        v, i = torch.topk(x, k)
+        with flyops.disabled():
+            sv, _ = torch.topk(x, k)
+        check_result(x, k, -1, True, sv, v, i)
 
 
 def test_log_and_profiler_names(capfd):
