@@ -190,14 +190,15 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   trace.dump("screen (rank, threads)", rank, kThreads);
   grid_trace.end(0);
   if (threadIdx.x == 0) {
-    a.thresh[row] = t;
     // A word that carried this call's tag before this CTA wrote it (left by a graph replay
     // whose finish did not clear it, or by chance in fresh memory) may have been taken by
     // the stream's blocks, with whatever threshold it held. Its row's count is then poisoned
-    // past any list's capacity, which no claim can bring back, so that the finish takes the
-    // row's maxima, and the word is cleared (later blocks take the grid wait): a stale word
-    // costs speed, never the result (TopK v139).
+    // past any list's capacity, which no claim can bring back, and its threshold made one
+    // that no key reaches but not kNoScreen, so that the finish computes the row's maxima
+    // itself; the word is cleared (later blocks take the grid wait). A stale word costs
+    // speed, never the result (TopK v139).
     const bool stale = a.ready != nullptr && static_cast<uint32_t>(old_word >> 32) == a.tag;
+    a.thresh[row] = stale ? kThreshPoisoned : t;
     a.count[row] = stale ? kCountPoisoned : 0u;
     if (a.done != nullptr) a.done[row] = kRowPending;
     if (a.ready != nullptr)
