@@ -199,7 +199,11 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
     // speed, never the result (TopK v139).
     const bool stale = a.ready != nullptr && static_cast<uint32_t>(old_word >> 32) == a.tag;
     a.thresh[row] = stale ? kThreshPoisoned : t;
-    a.count[row] = stale ? kCountPoisoned : 0u;
+    // An atomic store: blocks that took a stale word may be claiming on the count already.
+    if (a.ready != nullptr)
+      atomicExch(a.count + row, stale ? kCountPoisoned : 0u);
+    else
+      a.count[row] = 0;
     if (a.done != nullptr) a.done[row] = kRowPending;
     if (a.ready != nullptr)
       asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(a.ready + row),
