@@ -501,10 +501,19 @@ Status topk_run(const TopkParams& call, const TopkPlan& plan) {
 
 namespace topk {
 
+// The counter through a bijection of 32 bits (odd multipliers and xor-shifts), so that tags
+// are distinct for 2^32 calls but do not look like the small integers that fill memory
+// nearby (positions, counts): a tag found by chance only costs its row speed (TopK v139).
 uint32_t next_list_tag() {
-  uint32_t t = g_list_tag.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (t == 0) t = g_list_tag.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 is a cleared word's
-  return t;
+  for (;;) {
+    uint32_t t = g_list_tag.fetch_add(1, std::memory_order_relaxed);
+    t ^= t >> 16;
+    t *= 0x7feb352du;
+    t ^= t >> 15;
+    t *= 0x846ca68bu;
+    t ^= t >> 16;
+    if (t != 0) return t;  // 0 is a cleared word's
+  }
 }
 
 bool keeps_polled_words() { return g_keep_polled_words.load(std::memory_order_relaxed); }

@@ -195,8 +195,9 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
     // the stream's blocks, with whatever threshold it held. Its row's count is then poisoned
     // past any list's capacity, which no claim can bring back, and its threshold made one
     // that no key reaches but not kNoScreen, so that the finish computes the row's maxima
-    // itself; the word is cleared (later blocks take the grid wait). A stale word costs
-    // speed, never the result (TopK v139).
+    // itself; the word then carries that threshold, so that later blocks list nothing at
+    // once instead of polling until the grid wait. A stale word costs speed, never the
+    // result (TopK v139).
     const bool stale = a.ready != nullptr && static_cast<uint32_t>(old_word >> 32) == a.tag;
     a.thresh[row] = stale ? kThreshPoisoned : t;
     // An atomic store: blocks that took a stale word may be claiming on the count already.
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
     if (a.done != nullptr) a.done[row] = kRowPending;
     if (a.ready != nullptr)
       asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(a.ready + row),
-                   "l"(stale ? uint64_t{0} : (static_cast<uint64_t>(a.tag) << 32) | t) : "memory");
+                   "l"((static_cast<uint64_t>(a.tag) << 32) | (stale ? kThreshPoisoned : t)) : "memory");
   }
 }
 

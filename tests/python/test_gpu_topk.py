@@ -1278,15 +1278,16 @@ def test_cuda_graph_stale_polled_words(dtype):
     """The 16-bit list-only stream polls each row's screen word, tagged by its call. A graph's
     replays keep their capture's tag, so with the finish kept from clearing the words (the
     test hook) every replay after the first finds words that carry its tag before the screen
-    writes them: the screen must poison those rows (their finish takes the maxima), and the
-    results still equal stock's. One call a graph, so that no other call's words land in its
+    writes them (the last replay's, poisoned or not): the screen must poison those rows (their
+    finish computes the maxima from the row), and the results still equal stock's, ascending
+    rows (crowded blocks claiming past the stale threshold) among them. One call a graph, so that no other call's words land in its
     workspace between replays. Then the hook off: graphs captured anew (their finish clears
     the words) replayed, and eager calls."""
     x = randn((256, 128256), dtype)
     ks = (1024, 50)
     for k in ks:
         name = torch.ops.flyops._route_topk(x, k)
-        assert name.startswith("flyops_topk_delegates") and "screen" in name, name
+        assert name.startswith("flyops_topk_delegates") and name.endswith(",screen>"), name  # the polled list
 
     def replays(graphs, count):
         for rep in range(count):
