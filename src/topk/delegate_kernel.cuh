@@ -213,9 +213,9 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     // A 16-bit list-only block waits for its own row's screen CTA, not the whole screen
     // grid, whose end the first wave's threshold reads queued behind the loads of the blocks
     // it let in (TopK v134). A word with this call's tag that the screen did not write (a
-    // graph replay's, or chance) is the screen's to catch: it then poisons the row's count,
-    // so that the finish takes the maxima (TopK v139). A word the screen cleared, or one
-    // slow to come, sends the block to the grid wait after kScreenPolls polls.
+    // graph replay's, or chance) is the screen's to catch: it then poisons the row, so that
+    // the finish takes the maxima (TopK v139). A word slow to come sends the block to the
+    // grid wait after kScreenPolls polls.
     bool polled = false;
     if constexpr (kListOnly && Keys::kBits == 16) {
       if (a.ready != nullptr) {  // uniform
