@@ -155,6 +155,8 @@ TORCH_LIBRARY(flyops, m) {
   // and a cluster size (0: the router's). Benchmarks only.
   m.def("_topk_force(int kind, int cluster=0) -> ()",
         [](int64_t kind, int64_t cluster) { topk_force(int(kind), int(cluster)); });
+  // Test hook: the finish leaves the 16-bit list stream's polled words (their poisoned rows).
+  m.def("_topk_keep_polled_words(bool on) -> ()", [](bool on) { topk_keep_polled_words(on); });
   m.def("_route_gemm(Tensor a, Tensor b, int cc_major=9, int cc_minor=0, int sm_count=132, str gpu=\"\") -> str",
         &route_gemm);
   // Test and benchmark hook: 0 the router, 1 flyops whenever supported, 2 stock.

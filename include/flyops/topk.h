@@ -130,4 +130,9 @@ Status topk_run(const TopkParams& p, const TopkPlan& plan);
 // Not thread-safe against concurrent calls.
 void topk_force(int kind, int cluster);
 
+// Test hook: the finish leaves the 16-bit list-only stream's polled words in place, so that a
+// CUDA graph's replays, whose tag is their capture's, find words that carry it (TopK v139:
+// the screen then poisons those rows' lists and their finish takes the maxima). Tests only.
+void topk_keep_polled_words(bool on);
+
 }  // namespace flyops

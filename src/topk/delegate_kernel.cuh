@@ -45,6 +45,10 @@ struct DelegateArgs {
   uint32_t* count;
   uint2* cand;
   int64_t cap;
+  // 16-bit list-only streams: each row's screen word (this call's tag, the threshold), polled
+  // instead of the screen grid's wait (TopK v134, v139; null: the grid wait).
+  const uint64_t* ready = nullptr;
+  uint32_t tag = 0;
 };
 
 }  // namespace flyops::topk
@@ -68,6 +72,7 @@ struct ScreenStage {
   uint32_t queued;  // may pass kScreenQueue: then the row's finish takes the maxima
   uint32_t count;   // may pass kScreenBlockCap: those past it claimed their row slots directly
   uint32_t base;
+  uint32_t polled_t;  // the row's threshold as thread 0 polled it (TopK v134)
 };
 
 // One lane's own claim on a shared counter. Written as PTX so that the compiler does not
@@ -205,10 +210,41 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   uint32_t t = 0;
   __shared__ std::conditional_t<kScreen, detail::ScreenStage, char> stage;
   if constexpr (kScreen) {
-    if (threadIdx.x == 0) stage.queued = stage.count = 0;
-    __syncthreads();
-    flyops::tile::grid_dependency_wait();
-    t = a.thresh[row];
+    // A 16-bit list-only block waits for its own row's screen CTA, not the whole screen
+    // grid, whose end the first wave's threshold reads queued behind the loads of the blocks
+    // it let in (TopK v134). A word with this call's tag that the screen did not write (a
+    // graph replay's, or chance) is the screen's to catch: it then poisons the row, so that
+    // the finish takes the maxima (TopK v139). A word slow to come sends the block to the
+    // grid wait after kScreenPolls polls.
+    bool polled = false;
+    if constexpr (kListOnly && Keys::kBits == 16) {
+      if (a.ready != nullptr) {  // uniform
+        polled = true;
+        if (threadIdx.x == 0) {
+          stage.queued = stage.count = 0;
+          uint64_t w = 0;
+          for (int polls = 0;; ++polls) {
+            asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(a.ready + row) : "memory");
+            if (static_cast<uint32_t>(w >> 32) == a.tag) break;
+            if (polls == kScreenPolls) {
+              flyops::tile::grid_dependency_wait();
+              w = a.thresh[row];
+              break;
+            }
+            __nanosleep(128);
+          }
+          stage.polled_t = static_cast<uint32_t>(w);
+        }
+        __syncthreads();  // after thread 0's acquire: the row's count is zeroed for every thread
+        t = stage.polled_t;
+      }
+    }
+    if (!polled) {
+      if (threadIdx.x == 0) stage.queued = stage.count = 0;
+      __syncthreads();
+      flyops::tile::grid_dependency_wait();
+      t = a.thresh[row];
+    }
     grid_trace.mark();
   }
   const bool maxima = !kListOnly || t == kNoScreen;  // uniform in the block
@@ -256,6 +292,9 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
     // which still starts only as the last block gets here (TopK v130).
     if constexpr (kTriggerLate) flyops::tile::allow_dependent_launch();
     detail::screen_flush<Keys>(t, largest, stage, a.count + row, a.cand + row * a.cap, a.cap);
+    // Polled or not, this grid completes only after the screen's, which the finish and the
+    // next call's kernels take for granted (they wait on this one).
+    if constexpr (kListOnly && Keys::kBits == 16) flyops::tile::grid_dependency_wait();
   }
   grid_trace.end(1);
 }

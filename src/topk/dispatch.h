@@ -73,22 +73,29 @@ inline TopkParams candidate_params(const TopkParams& p, int group) {
 // nothing else.
 inline int64_t maxima_bytes(const TopkParams& p, int group) { return p.rows * (p.n / group) * 4; }
 
+// The 16-bit list-only stream's polled words (TopK v134, v139; route.cc): each call's tag,
+// never 0 (a cleared word's), and whether the test hook keeps the finish from clearing them.
+uint32_t next_list_tag();
+bool keeps_polled_words();
+
 // The finish kernel's workspace: the maxima, then when screening (screen_kernel.cuh) each
-// row's threshold key and candidate count, and its candidate list of `cap` (key, position)
-// pairs. Offsets in bytes, 16-byte aligned.
+// row's threshold key, candidate count and polled word (the 16-bit list-only stream's: TopK
+// v134), and its candidate list of `cap` (key, position) pairs. Offsets in bytes, 16-byte
+// aligned.
 struct FinishLayout {
-  int64_t thresh = 0, count = 0, cand = 0, total = 0;
+  int64_t thresh = 0, count = 0, ready = 0, cand = 0, total = 0;
 };
 inline FinishLayout finish_layout(const TopkParams& p, int group, int64_t cap, bool screen) {
   auto up16 = [](int64_t b) { return (b + 15) / 16 * 16; };
   FinishLayout l;
   l.thresh = up16(maxima_bytes(p, group));
   if (!screen) {
-    l.count = l.cand = l.total = maxima_bytes(p, group);
+    l.count = l.ready = l.cand = l.total = maxima_bytes(p, group);
     return l;
   }
   l.count = l.thresh + up16(p.rows * 4);
-  l.cand = l.count + up16(p.rows * 4);
+  l.ready = l.count + up16(p.rows * 4);
+  l.cand = l.ready + up16(p.rows * 8);
   l.total = l.cand + p.rows * cap * 8;
   return l;
 }

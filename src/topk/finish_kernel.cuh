@@ -63,6 +63,10 @@ struct FinishArgs {
   // (their CTAs wait on the screen; TopK v118c: 64 rows 0.93-0.95x of without), not past it
   // (256 rows 1.05-1.09x: the later waves' prefetches only crowd L2).
   bool row_prefetch = false;
+  // The 16-bit list-only stream's polled words (TopK v134, v139), or null: each CTA clears
+  // its row's after its grid wait, so that a graph's next replay, whose tag is the same,
+  // does not find them (the screen would poison those rows: correct, but slow).
+  uint64_t* ready = nullptr;
 };
 
 }  // namespace flyops::topk
@@ -470,6 +474,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   }
   flyops::tile::grid_dependency_wait();  // the register forms launch dependent on the maxima stream
   grid_trace.mark();
+  if (a.ready != nullptr && tid == 0) a.ready[row] = 0;
   // The list alone: the chain's first kernel may launch now (it waits for this one).
   if (a.maxima == nullptr) flyops::tile::allow_dependent_launch();
   mark();

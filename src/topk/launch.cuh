@@ -284,6 +284,7 @@ struct Launcher {
                  stream_list ? reinterpret_cast<const uint2*>(ws + l.cand) : nullptr,
                  finish_capacity(plan.finish)};
     if (lists_only(plan)) f.list_only = reinterpret_cast<const uint32_t*>(ws + l.thresh);
+    if (polls_rows(plan) && !keeps_polled_words()) f.ready = reinterpret_cast<uint64_t*>(ws + l.ready);
     f.row_list = plan.screen_row;
     f.row_prefetch = plan.screen_row && p.rows <= device_info(p.device).sm_count;  // and the deep ring
     const unsigned grid = static_cast<unsigned>(p.rows);
@@ -331,6 +332,12 @@ struct Launcher {
     return plan.screen != 0 && plan.finish > kFinishMaxE && !plan.screen_maxima;
   }
 
+  // The 16-bit list-only stream polls each row's screen word instead of the screen grid's
+  // wait (TopK v134, v139).
+  static bool polls_rows(const TopkPlan& plan) {
+    return sizeof(Raw) == 2 && lists_only(plan) && !plan.screen_row;
+  }
+
   // The group maxima stream of kGV vectors per group; screening, it launches dependent on
   // the screening kernel (list_only: lists_only above).
   template <int kGV>
@@ -353,8 +360,9 @@ struct Launcher {
   // kStreamSplit: the kernel at the stream's split (kScreen16CarveoutPercent, set in prepare()).
   // kWideVecs: the wide sample's vectors a thread (kScreenWideVecsLong for fp32's longer one).
   template <int kThreads, bool kStreamSplit = false, int kWideVecs = kScreenVecsPerThread>
-  static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done) {
-    ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done};
+  static Status screen_rows(const TopkParams& p, int rank, uint32_t* thresh, uint32_t* count, uint32_t* done,
+                            uint64_t* ready = nullptr, uint32_t tag = 0) {
+    ScreenArgs sa{p.x, p.n, p.x_row_stride, rank, p.largest, thresh, count, done, ready, tag};
     flyops_topk_screen<Keys, kThreads, kStreamSplit, kWideVecs>
         <<<static_cast<unsigned>(p.rows), kThreads, 0, p.stream>>>(sa);
     return launch_status();
@@ -427,10 +435,19 @@ struct Launcher {
           if (!long_sample) s = screen_rows<kScreenWideThreads>(p, plan.screen, thresh, count, done);
         } else if constexpr (sizeof(Raw) == 2) {
           // (The stream's split serves the stream's first wave: the row-listed finish has none.)
+          // The list-only stream polls each row's word, tagged by this call (TopK v134, v139).
+          uint64_t* ready = nullptr;
+          uint32_t tag = 0;
+          if (polls_rows(plan)) {
+            ready = reinterpret_cast<uint64_t*>(ws + fl.ready);
+            tag = next_list_tag();
+            d.ready = ready;
+            d.tag = tag;
+          }
           if (plan.screen_row || !screen16_takes_stream_split(p.rows, device_info(p.device).sm_count))
-            s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr);
+            s = screen_rows<kThreads>(p, plan.screen, thresh, count, nullptr, ready, tag);
           else if (prepare(p.device))  // which sets that kernel's split
-            s = screen_rows<kThreads, true>(p, plan.screen, thresh, count, nullptr);
+            s = screen_rows<kThreads, true>(p, plan.screen, thresh, count, nullptr, ready, tag);
         } else if (plan.screen_threads == kScreenThreads32) {  // fp32's larger sample (TopK v109r)
           s = screen_rows<kScreenThreads32>(p, plan.screen, thresh, count, nullptr);
         } else {

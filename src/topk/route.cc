@@ -17,6 +17,8 @@ namespace {
 
 std::atomic<int> g_forced_kind{-1};
 std::atomic<int> g_forced_cluster{0};
+std::atomic<uint32_t> g_list_tag{0};
+std::atomic<bool> g_keep_polled_words{false};
 
 constexpr const char* kSortTooLarge = "k too large to sort in shared memory";
 constexpr const char* kTooLargeForTwoStages = "row too long for one cluster and k or rows too large for two stages";
@@ -496,6 +498,29 @@ Status topk_run(const TopkParams& call, const TopkPlan& plan) {
     return Status::kInvalidArgument;
   return ops->run(p, plan);
 }
+
+namespace topk {
+
+// The counter through a bijection of 32 bits (odd multipliers and xor-shifts), so that tags
+// are distinct for 2^32 calls but do not look like the small integers that fill memory
+// nearby (positions, counts): a tag found by chance only costs its row speed (TopK v139).
+uint32_t next_list_tag() {
+  for (;;) {
+    uint32_t t = g_list_tag.fetch_add(1, std::memory_order_relaxed);
+    t ^= t >> 16;
+    t *= 0x7feb352du;
+    t ^= t >> 15;
+    t *= 0x846ca68bu;
+    t ^= t >> 16;
+    if (t != 0) return t;  // 0 is a cleared word's
+  }
+}
+
+bool keeps_polled_words() { return g_keep_polled_words.load(std::memory_order_relaxed); }
+
+}  // namespace topk
+
+void topk_keep_polled_words(bool on) { g_keep_polled_words.store(on, std::memory_order_relaxed); }
 
 void topk_force(int kind, int cluster) {
   // Codes no kind answers to (13 and 14; 18, 19 and 21 of the removed filter kernel) are the

@@ -33,6 +33,10 @@ struct ScreenArgs {
   uint32_t* thresh;    // [rows] order keys at the element's width
   uint32_t* count;     // [rows] zeroed here: the stream counts its candidates into it
   uint32_t* done;      // [rows] zeroed here when given: the list finish marks its rows
+  // Each row's threshold again, beside this call's tag, released once the count is zeroed,
+  // for the 16-bit list-only stream to poll (TopK v134, v139; null: not polled).
+  uint64_t* ready = nullptr;
+  uint32_t tag = 0;
 };
 
 }  // namespace flyops::topk
@@ -133,6 +137,10 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   uint4 buf[kPer];
 #pragma unroll
   for (int u = 0; u < kPer; ++u) buf[u] = src[screen_piece(warp + u * (kThreads / 32), nv, kPieces) + lane];
+  // The row's polled word as this call found it, before this CTA writes it (TopK v139).
+  uint64_t old_word = 0;
+  if (a.ready != nullptr && threadIdx.x == 0)
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(old_word) : "l"(a.ready + row) : "memory");
   RegKeys<kPer * kVec> run;
   run.cnt = kPer * kVec;
   KeyRange range;
@@ -182,9 +190,25 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   trace.dump("screen (rank, threads)", rank, kThreads);
   grid_trace.end(0);
   if (threadIdx.x == 0) {
-    a.thresh[row] = t;
-    a.count[row] = 0;
+    // A word that carried this call's tag before this CTA wrote it (left by a graph replay
+    // whose finish did not clear it, or by chance in fresh memory) may have been taken by
+    // the stream's blocks, with whatever threshold it held. Its row's count is then poisoned
+    // past any list's capacity, which no claim can bring back, and its threshold made one
+    // that no key reaches but not kNoScreen, so that the finish computes the row's maxima
+    // itself; the word then carries that threshold, so that later blocks list nothing at
+    // once instead of polling until the grid wait. A stale word costs speed, never the
+    // result (TopK v139).
+    const bool stale = a.ready != nullptr && static_cast<uint32_t>(old_word >> 32) == a.tag;
+    a.thresh[row] = stale ? kThreshPoisoned : t;
+    // An atomic store: blocks that took a stale word may be claiming on the count already.
+    if (a.ready != nullptr)
+      atomicExch(a.count + row, stale ? kCountPoisoned : 0u);
+    else
+      a.count[row] = 0;
     if (a.done != nullptr) a.done[row] = kRowPending;
+    if (a.ready != nullptr)
+      asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(a.ready + row),
+                   "l"((static_cast<uint64_t>(a.tag) << 32) | (stale ? kThreshPoisoned : t)) : "memory");
   }
 }
 

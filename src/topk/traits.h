@@ -288,6 +288,15 @@ inline int64_t screen_samples(int elem_bytes, int threads, int vecs = kScreenVec
 // row whose rank-th sampled key is NaN wants the maxima anyway. The stream writes that
 // row's maxima and lists nothing, and its finish takes the maxima.
 inline constexpr uint32_t kNoScreen = 0xffffffffu;
+// A 16-bit list-only stream block's polls of its row's screen word before the grid wait
+// (TopK v134): the first wave's take ~3-5 us, a poll ~1 us behind the loads.
+inline constexpr int kScreenPolls = 64;
+// A row that the screen found a stale polled word for (TopK v139): its candidate count past
+// every list's capacity, and past it still after any claims; its threshold past every order
+// key (the blocks that read it list nothing) and not kNoScreen (the finish computes the row's
+// maxima itself: the blocks that took the stale word wrote none).
+inline constexpr uint32_t kCountPoisoned = 0x80000000u;
+inline constexpr uint32_t kThreshPoisoned = kNoScreen - 1;
 
 // The least r with P(X >= r) <= p for X ~ Poisson(lambda).
 inline int poisson_tail_rank(double lambda, double p) {

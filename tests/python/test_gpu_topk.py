@@ -1273,6 +1273,54 @@ def test_cuda_graph_screened_lists():
             check_result(x, k, -1, True, sv, ov, oi)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_cuda_graph_stale_polled_words(dtype):
+    """The 16-bit list-only stream polls each row's screen word, tagged by its call. A graph's
+    replays keep their capture's tag, so with the finish kept from clearing the words (the
+    test hook) every replay after the first finds words that carry its tag before the screen
+    writes them (the last replay's, poisoned or not): the screen must poison those rows (their
+    finish computes the maxima from the row), and the results still equal stock's, ascending
+    rows (crowded blocks claiming past the stale threshold) among them. One call a graph, so that no other call's words land in its
+    workspace between replays. Then the hook off: graphs captured anew (their finish clears
+    the words) replayed, and eager calls."""
+    x = randn((256, 128256), dtype)
+    ks = (1024, 50)
+    for k in ks:
+        name = torch.ops.flyops._route_topk(x, k)
+        assert name.startswith("flyops_topk_delegates") and name.endswith(",screen>"), name  # the polled list
+
+    def replays(graphs, count):
+        for rep in range(count):
+            x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
+            if rep == 2:  # ascending rows: crowded blocks beside sparse ones
+                x.copy_(x.sort(dim=1).values)
+            for k, (g, (ov, oi)) in zip(ks, graphs):
+                g.replay()
+                torch.cuda.synchronize()
+                with flyops.disabled():
+                    sv, _ = torch.topk(x, k)
+                check_result(x, k, -1, True, sv, ov, oi)
+
+    def capture_each():
+        graphs = []
+        for k in ks:
+            g, outs = capture_topk([x], [k])
+            graphs.append((g, outs[0]))
+        return graphs
+
+    torch.ops.flyops._topk_keep_polled_words(True)
+    try:
+        replays(capture_each(), 4)
+    finally:
+        torch.ops.flyops._topk_keep_polled_words(False)
+    replays(capture_each(), 3)
+    for k in ks:
+        v, i = torch.topk(x, k)
+        with flyops.disabled():
+            sv, _ = torch.topk(x, k)
+        check_result(x, k, -1, True, sv, v, i)
+
+
 def test_log_and_profiler_names(capfd):
     x = randn((64, 128256), torch.float32)
     flyops.set_log(1)
