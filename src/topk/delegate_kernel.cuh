@@ -75,6 +75,25 @@ struct ScreenStage {
   uint32_t polled_t;  // the row's threshold as thread 0 polled it (TopK v134)
 };
 
+// A 16-bit list-only block's threshold from its own row's screen word (TopK v134, v139):
+// polled until it carries this call's tag, or after kScreenPolls polls from the screen grid's
+// end. A word with the tag that the screen did not write (a graph replay's, or chance) is the
+// screen's to catch: it then poisons the row, so that the finish takes the maxima.
+FLYOPS_DEVICE uint32_t poll_screen_word(const DelegateArgs& a, int64_t row) {
+  uint64_t w = 0;
+  for (int polls = 0;; ++polls) {
+    w = flyops::tile::ld_acquire_gpu(a.ready + row);
+    if (static_cast<uint32_t>(w >> 32) == a.tag) break;
+    if (polls == kScreenPolls) {
+      flyops::tile::grid_dependency_wait();
+      w = a.thresh[row];
+      break;
+    }
+    __nanosleep(128);
+  }
+  return static_cast<uint32_t>(w);
+}
+
 // One lane's own claim on a shared counter. Written as PTX so that the compiler does not
 // aggregate it across the warp (a vote and a five-step scan around every claim, for the one
 // lane that usually has a hit).
@@ -212,28 +231,14 @@ __global__ void __launch_bounds__(flyops::topk::kDelegateThreads, kScreen ? 6 : 
   if constexpr (kScreen) {
     // A 16-bit list-only block waits for its own row's screen CTA, not the whole screen
     // grid, whose end the first wave's threshold reads queued behind the loads of the blocks
-    // it let in (TopK v134). A word with this call's tag that the screen did not write (a
-    // graph replay's, or chance) is the screen's to catch: it then poisons the row, so that
-    // the finish takes the maxima (TopK v139). A word slow to come sends the block to the
-    // grid wait after kScreenPolls polls.
+    // it let in (TopK v134).
     bool polled = false;
     if constexpr (kListOnly && Keys::kBits == 16) {
       if (a.ready != nullptr) {  // uniform
         polled = true;
         if (threadIdx.x == 0) {
           stage.queued = stage.count = 0;
-          uint64_t w = 0;
-          for (int polls = 0;; ++polls) {
-            asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(w) : "l"(a.ready + row) : "memory");
-            if (static_cast<uint32_t>(w >> 32) == a.tag) break;
-            if (polls == kScreenPolls) {
-              flyops::tile::grid_dependency_wait();
-              w = a.thresh[row];
-              break;
-            }
-            __nanosleep(128);
-          }
-          stage.polled_t = static_cast<uint32_t>(w);
+          stage.polled_t = detail::poll_screen_word(a, row);
         }
         __syncthreads();  // after thread 0's acquire: the row's count is zeroed for every thread
         t = stage.polled_t;

@@ -139,8 +139,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
   for (int u = 0; u < kPer; ++u) buf[u] = src[screen_piece(warp + u * (kThreads / 32), nv, kPieces) + lane];
   // The row's polled word as this call found it, before this CTA writes it (TopK v139).
   uint64_t old_word = 0;
-  if (a.ready != nullptr && threadIdx.x == 0)
-    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(old_word) : "l"(a.ready + row) : "memory");
+  if (a.ready != nullptr && threadIdx.x == 0) old_word = flyops::tile::ld_relaxed_gpu(a.ready + row);
   RegKeys<kPer * kVec> run;
   run.cnt = kPer * kVec;
   KeyRange range;
@@ -207,8 +206,7 @@ __global__ void __launch_bounds__(kThreads) flyops_topk_screen(flyops::topk::Scr
       a.count[row] = 0;
     if (a.done != nullptr) a.done[row] = kRowPending;
     if (a.ready != nullptr)
-      asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(a.ready + row),
-                   "l"((static_cast<uint64_t>(a.tag) << 32) | (stale ? kThreshPoisoned : t)) : "memory");
+      flyops::tile::st_release_gpu(a.ready + row, (static_cast<uint64_t>(a.tag) << 32) | (stale ? kThreshPoisoned : t));
   }
 }
 

@@ -1280,9 +1280,9 @@ def test_cuda_graph_stale_polled_words(dtype):
     test hook) every replay after the first finds words that carry its tag before the screen
     writes them (the last replay's, poisoned or not): the screen must poison those rows (their
     finish computes the maxima from the row), and the results still equal stock's, ascending
-    rows (crowded blocks claiming past the stale threshold) among them. One call a graph, so that no other call's words land in its
-    workspace between replays. Then the hook off: graphs captured anew (their finish clears
-    the words) replayed, and eager calls."""
+    rows (crowded blocks claiming past the stale threshold) among them. One call a graph, so
+    that no other call's words land in its workspace between replays. Then the hook off:
+    graphs captured anew (their finish clears the words) replayed, and eager calls."""
     x = randn((256, 128256), dtype)
     ks = (1024, 50)
     for k in ks:
@@ -1291,7 +1291,7 @@ def test_cuda_graph_stale_polled_words(dtype):
 
     def replays(graphs, count):
         for rep in range(count):
-            x.copy_(torch.randn(x.shape, device="cuda").to(dtype))
+            x.copy_(randn(x.shape, dtype))
             if rep == 2:  # ascending rows: crowded blocks beside sparse ones
                 x.copy_(x.sort(dim=1).values)
             for k, (g, (ov, oi)) in zip(ks, graphs):

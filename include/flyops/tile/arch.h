@@ -1,6 +1,8 @@
 // Basic device vocabulary shared by every flyops kernel.
 #pragma once
 
+#include <cstdint>
+
 #if defined(__CUDACC__)
 #define FLYOPS_HD __host__ __device__ __forceinline__
 #define FLYOPS_DEVICE __device__ __forceinline__
@@ -73,6 +75,21 @@ FLYOPS_DEVICE int ld_acquire_gpu(const int* p) {
 }
 FLYOPS_DEVICE void st_release_gpu(int* p, int v) {
   asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+// The same for a 64-bit word (a flag and its payload in one access), and its relaxed read
+// (the word's latest value, ordering nothing).
+FLYOPS_DEVICE uint64_t ld_acquire_gpu(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+FLYOPS_DEVICE uint64_t ld_relaxed_gpu(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+FLYOPS_DEVICE void st_release_gpu(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // One added to a counter in global memory with release at GPU scope, no value back (a
