@@ -254,8 +254,15 @@ FLYOPS_DEVICE bool list_top(const Run& run, const uint2* list, const uint32_t* p
 // capacity) or a key fell in the last bin (past the span, or a NaN: their ties need position
 // order): the caller selects as before. Every thread calls it; kListBuckets bins, four a
 // thread, in `bins`; `stage` holds k entries. `trace` marks each phase's end (trace builds).
-template <typename Keys, int kThreads, typename Out>
-FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t t, bool largest, uint32_t k,
+// `list`: the entries as (order key, position), a pointer or (the row-listed 16-bit finish's
+// packed list, TopK v141) a function of the index.
+template <typename List>
+FLYOPS_DEVICE uint2 list_entry(const List& list, int i) {
+  if constexpr (std::is_pointer_v<List>) return list[i];
+  else return list(i);
+}
+template <typename Keys, int kThreads, typename List, typename Out>
+FLYOPS_DEVICE bool list_top16(const uint32_t* count, const List& list, uint32_t t, bool largest, uint32_t k,
                               int64_t cap, SmallSelectSmem<kThreads>& s, uint32_t* bins, uint2* stage, Out&& out,
                               PhaseTrace* trace) {
   constexpr int kWarps = kThreads / 32, kPer = kListBuckets / kThreads;
@@ -269,7 +276,7 @@ FLYOPS_DEVICE bool list_top16(const uint32_t* count, const uint2* list, uint32_t
   auto load = [&](int j0) {
 #pragma unroll
     for (int u = 0; u < kListBatch; ++u)
-      e[u] = j0 + u < mine ? list[tid + (j0 + u) * kThreads] : make_uint2(0u, 0u);
+      e[u] = j0 + u < mine ? list_entry(list, tid + (j0 + u) * kThreads) : make_uint2(0u, 0u);
   };
   // Only the list's entries: read whole with the count (v126), the stale rest of the list's
   // room came from DRAM, ~3 MB at 256 rows of 128256, and the call ran ~3% longer (v129).
@@ -361,6 +368,12 @@ struct RowRing {
     if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
     else tile::cp_async_wait<kRowRingStages - 1>();
   }
+  // The same for list_row16's rings (TopK v141): a call of its own, so that list_row's
+  // code stays as it was.
+  FLYOPS_DEVICE void wait16() const {
+    if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
+    else tile::cp_async_wait<kRowRing16Stages - 1>();
+  }
   // Where the row is not listed: the first lap's copies landed (a barrier after it), so that
   // the slots' memory may be written.
   FLYOPS_DEVICE void drain() const { tile::cp_async_wait<0>(); }
@@ -419,12 +432,90 @@ FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, ui
   return out;
 }
 
+// The 16-bit row-listed finish's list (TopK v141). list_row ran ~70 warp instructions a step
+// of 32 vectors (each vector's keys, a warp scan and a claim every step, the hits' store path
+// whenever any lane had one): at two CTAs an SM, the row read at about half the rate the
+// maxima stream reaches. Here a vector is first tested as the stream tests it (raw bits,
+// keys.h, or its best key), and those that reach t (~15% at k = 1024) are queued in the
+// warp's ring of kRowQueue in shared memory; each time 32 are queued the warp examines them,
+// one a lane, and appends their elements at or above t to `list` with one claim, packed a
+// word each: the key's offset from t (its list_top16 bin, kListBuckets - 1 for NaN keys and
+// those past the span) above the position. Slots from `cap` on are counted only; `counter`
+// ends as the count (every thread reads it after the barrier at the end).
+template <typename Keys, int kThreads>
+FLYOPS_DEVICE void list_row16(const RowRing& ring, uint32_t t, bool largest, uint32_t* list, uint32_t cap,
+                              uint4* queue, uint32_t* queue_pos, uint32_t* counter) {
+  using Raw = typename Keys::Raw;
+  static_assert(Keys::kBits == 16 && kRowRingVecs == kThreads, "16-bit rows, a slot a vector a thread");
+  constexpr int kVec = 8;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint4* wq = queue + warp * kRowQueue;
+  uint32_t* wp = queue_pos + warp * kRowQueue;
+  if (tid == 0) *counter = 0;
+  __syncthreads();
+  const bool raw = raw_screen_applies<Keys>(t);  // uniform
+  const RawBounds bounds = raw_screen_bounds<Keys>(t, largest);
+  // Entries [head, head + n) of the warp's queue (n <= 32), one a lane.
+  auto examine = [&](uint32_t head, uint32_t n) {
+    __syncwarp();  // the lanes' queue stores
+    uint4 q = make_uint4(0u, 0u, 0u, 0u);
+    uint32_t v = 0, hits = 0;
+    if (static_cast<uint32_t>(lane) < n) {
+      const uint32_t i = (head + lane) & (kRowQueue - 1);
+      q = wq[i];
+      v = wp[i];
+      hits = hit_mask<Keys>(q, t, largest);
+    }
+    __syncwarp();  // read before any lane queues into these slots again
+    const uint32_t mine = __popc(hits);
+    const uint32_t incl = tile::warp_prefix_sum(mine);
+    uint32_t base = 0;
+    if (lane == 31 && incl != 0) base = atomicAdd(counter, incl);
+    uint32_t slot = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+    while (hits != 0) {
+      const int i = __ffs(hits) - 1;
+      hits &= hits - 1;
+      if (slot < cap) {
+        const uint32_t key = order_key<Keys>(vec_element<Raw>(q, i), largest);
+        const uint32_t bin = is_nan_key<Keys>(key, largest) ? kListBuckets - 1u : min(key - t, kListBuckets - 1u);
+        list[slot] = bin << kRowPackShift | (v * kVec + static_cast<uint32_t>(i));
+      }
+      ++slot;
+    }
+  };
+  uint32_t head = 0, tail = 0;  // the warp's queue (uniform in the warp)
+  for (int c = 0, s = 0; c < ring.chunks; ++c) {
+    ring.wait16();  // chunk c, in slot s
+    const int v = c * kRowRingVecs + tid;
+    const bool in = v < ring.nv;
+    const uint4 q = in ? ring.slots[s * kRowRingVecs + tid] : make_uint4(0u, 0u, 0u, 0u);
+    const bool hit = in && (raw ? raw_screen_hit<Keys>(q.x, q.y, q.z, q.w, bounds) : max_order_key<Keys>(q, largest) >= t);
+    ring.copy(c + ring.stages, s);  // into the slot q came from (read: q is used above)
+    s = s + 1 == ring.stages ? 0 : s + 1;
+    const uint32_t voters = __ballot_sync(0xffffffffu, hit);
+    if (hit) {
+      const uint32_t i = (tail + __popc(voters & tile::lanemask_lt())) & (kRowQueue - 1);
+      wq[i] = q;
+      wp[i] = static_cast<uint32_t>(v);
+    }
+    tail += __popc(voters);
+    if (tail - head >= 32) {
+      examine(head, 32);
+      head += 32;
+    }
+  }
+  if (tail != head) examine(head, tail - head);
+  __syncthreads();
+}
+
 }  // namespace flyops::topk::detail
 
 // Global namespace: profiler and ncu names start with flyops_. kE: keys per thread in
 // registers, enough for both the row's maxima and its k groups' elements; 0: a.elems keys
 // per thread in dynamic shared memory (finish_smem has the layout).
-template <typename Keys, int kE>
+// kRow16: the 16-bit row-listed finish (TopK v141: list_row16 and list_top16 on its packed
+// list), an instantiation of its own so that the others' code stays as it was.
+template <typename Keys, int kE, bool kRow16 = false>
 __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_finish(flyops::topk::FinishArgs a) {
   using namespace flyops::topk;
   using Raw = typename Keys::Raw;
@@ -432,6 +523,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   constexpr int kVec = 16 / sizeof(Raw);
   constexpr bool kShared = kE == 0;
   static_assert(kShared || (kE % kVec == 0 && kE <= kFinishMaxE), "whole 16-byte vectors per thread");
+  static_assert(!kRow16 || (kShared && Keys::kBits == 16), "the row-listed 16-bit finish keeps its keys in shared memory");
   static_assert(kFinishSmemMaxE <= 32, "SmemKeys::each_taken keeps a thread's decisions in 32 bits");
   using Run = std::conditional_t<kShared, SmemKeys<kThreads>, RegKeys<kE>>;
   __shared__ SmallSelectSmem<kThreads> s;
@@ -461,10 +553,10 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   if constexpr (kShared) {
     if (a.row_list) {
       ring.src = reinterpret_cast<const uint4*>(xr);
-      ring.slots = reinterpret_cast<uint4*>(smem + row_ring_offset(a.elems));
+      ring.slots = reinterpret_cast<uint4*>(smem + (kRow16 ? row16_ring_offset(a.elems) : row_ring_offset(a.elems)));
       ring.nv = static_cast<int>(a.n / kVec);
       ring.chunks = (ring.nv + kRowRingVecs - 1) / kRowRingVecs;
-      ring.stages = row_ring_stages(a.row_prefetch);
+      ring.stages = kRow16 ? row16_ring_stages(a.row_prefetch) : row_ring_stages(a.row_prefetch);
       ring.start();
       const int64_t from = int64_t{ring.stages} * kRowRingVecs * 16;
       if (a.row_prefetch && tid == 0 && from < a.n * static_cast<int64_t>(sizeof(Raw)))
@@ -498,6 +590,36 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     if (a.row_list && t == kNoScreen) {  // no list: the ring's first lap lands before its slots are reused
       ring.drain();
       __syncthreads();
+    } else if (kRow16 && t != kNoScreen) {
+      if constexpr (kRow16) {
+        // The packed list in the lower half of the keys' room, its count in row_listed; a row
+        // it does not hold goes on to the maxima from the row, below.
+        uint32_t* plist = reinterpret_cast<uint32_t*>(smem);
+        const uint32_t cap = static_cast<uint32_t>(a.elems * kThreads / 2);
+        const int q = row16_queue_offset(a.elems, ring.stages);
+        detail::list_row16<Keys, kThreads>(ring, t, largest, plist, cap, reinterpret_cast<uint4*>(smem + q),
+                                           reinterpret_cast<uint32_t*>(smem + q + kThreads / 32 * kRowQueue * 16),
+                                           &row_listed);
+        mark();  // (trace builds) the list in
+        Raw* vo = static_cast<Raw*>(a.values) + row * k;
+        int64_t* io = a.indices + row * k;
+        const auto entry = [plist, t](int i) {
+          const uint32_t e = plist[i];
+          return make_uint2(t + (e >> kRowPackShift), e & ((1u << kRowPackShift) - 1u));
+        };
+        if (detail::list_top16<Keys, kThreads>(&row_listed, entry, t, largest, static_cast<uint32_t>(k), cap, s,
+                                               reinterpret_cast<uint32_t*>(smem + L.bins),
+                                               reinterpret_cast<uint2*>(smem + L.stage),
+                                               [&](uint32_t slot, uint32_t key, uint32_t pos) {
+                                                 vo[slot] = element_bits<Keys>(key, largest, xr, pos);
+                                                 io[slot] = pos;
+                                               },
+                                               &trace)) {
+          mark();
+          dump();
+          return;
+        }
+      }
     } else if (t != kNoScreen) {
       // Positions in the upper half of the keys' rows: the list takes at most the lower half.
       const int half = a.elems / 2;

@@ -142,6 +142,11 @@ struct Launcher {
                ok = ok && cudaFuncSetAttribute(&flyops_topk_rows<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                kRowsWarps * rows_smem(kRowsMaxN, 4, kRowsSortMaxK, true).per_warp) ==
                               cudaSuccess;
+               if constexpr (sizeof(Raw) == 2)
+                 ok = ok && cudaFuncSetAttribute(&flyops_topk_finish<Keys, 0, true>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 std::max(finish_smem(kFinishSmemMaxE, kFinishSmemMaxK, 0).total,
+                                                          row16_end(kFinishSmemMaxE, kRowRingDeep))) == cudaSuccess;
                if constexpr (sizeof(Raw) == 2) {  // a hint: refused, the driver's split stays
                  if (cudaFuncSetAttribute(&flyops_topk_screen<Keys, kScreenThreads16, true>,
                                           cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -302,9 +307,13 @@ struct Launcher {
       if (!prepare(p.device)) return Status::kUnsupported;
       // Behind the screen, whose CTAs allow it at their start: the row's prefetch and the
       // launch before the thresholds are in.
-      if (plan.screen_row)
+      if (plan.screen_row) {
+        if constexpr (sizeof(Raw) == 2)  // its packed list and queues (TopK v141)
+          return go(&flyops_topk_finish<Keys, 0, true>,
+                    std::max(smem, row16_end(plan.finish, row16_ring_stages(f.row_prefetch))));
         return go(&flyops_topk_finish<Keys, 0>,
                   std::max(smem, row_ring_end(plan.finish, row_ring_stages(f.row_prefetch))));
+      }
       if (lists_only(plan) && kListTriggerLate<Keys>) return go(&flyops_topk_finish<Keys, 0>, smem);
       // fp32's list-only stream lets it launch after its loads. Where the rows fit one CTA an
       // SM, each CTA takes more than half an SM's shared memory, so that waiting beside the

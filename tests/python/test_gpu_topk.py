@@ -475,6 +475,27 @@ def test_row_listed_finish(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_row_listed_16bit_many_long_rows(dtype):
+    """The 16-bit row-listed finish (force 23) with more rows than SMs, two CTAs an SM on its
+    six-slot ring (TopK v141: the vectors queued per warp, the list packed): long rows
+    without structure, ascending rows (too few listed: maxima from the row), all-equal rows
+    (kNoScreen) and rows with NaNs of both signs among their best; both directions, sorted
+    or not."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for rows, n in ((sms + 9, 128256), (sms + 3, 262144)):
+        x = randn((rows, n), dtype)
+        x[1] = x[1].sort().values
+        x[2] = 0.5
+        x[3, torch.randint(0, n, (5,))] = float("nan")
+        x[4, torch.randint(0, n, (5,))] = -float("nan")
+        torch.ops.flyops._topk_force(23, 0)
+        assert torch.ops.flyops._route_topk(x, 1024).endswith(",screen,row>"), torch.ops.flyops._route_topk(x, 1024)
+        for largest in (True, False):
+            for sorted in (True, False):
+                assert_same_as_stock(x, 1024, largest=largest, sorted=sorted)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 def test_router_row_listed_16bit_k512(dtype):
     """The router's row-listed finish for 16-bit rows from k = 512 (tuned_table.h,
     kRowListMinK16; TopK v119d): 64 and 256 rows of 32000, both directions, sorted or not;
