@@ -443,14 +443,22 @@ FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, ui
 // those past the span) above the position. Slots from `cap` on are counted only; `counter`
 // ends as the count (every thread reads it after the barrier at the end).
 template <typename Keys, int kThreads>
-FLYOPS_DEVICE void list_row16(const RowRing& ring, uint32_t t, bool largest, uint32_t* list, uint32_t cap,
-                              uint4* queue, uint32_t* queue_pos, uint32_t* counter) {
+__noinline__ FLYOPS_DEVICE void list_row16(const uint4* src, int ring_offset, int nv, int chunks, int stages, uint32_t t,
+                                           bool largest, uint32_t cap) {
   using Raw = typename Keys::Raw;
   static_assert(Keys::kBits == 16 && kRowRingVecs == kThreads, "16-bit rows, a slot a vector a thread");
   constexpr int kVec = 8;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  uint4* wq = queue + warp * kRowQueue;
-  uint32_t* wp = queue_pos + warp * kRowQueue;
+  // The kernel's dynamic shared memory (row16_ring_offset has its layout), named here so that
+  // its accesses are shared ones in this call of its own.
+  extern __shared__ __align__(16) unsigned char smem16[];
+  const RowRing ring{src, reinterpret_cast<uint4*>(smem16 + ring_offset), nv, chunks, stages};
+  uint32_t* const list = reinterpret_cast<uint32_t*>(smem16 + kRow16ListOffset);
+  uint32_t* const counter = reinterpret_cast<uint32_t*>(smem16 + kRow16CountOffset);
+  const int tid = threadIdx.x, lane = tid & 31;
+  // The warp's queue: kRowQueue vectors, then their positions.
+  unsigned char* wq = smem16 + (tid >> 5) * kRowQueueBytes;
+  auto vec_at = [&](uint32_t i) -> uint4& { return reinterpret_cast<uint4*>(wq)[i]; };
+  auto pos_at = [&](uint32_t i) -> uint32_t& { return reinterpret_cast<uint32_t*>(wq + kRowQueue * 16)[i]; };
   if (tid == 0) *counter = 0;
   __syncthreads();
   const bool raw = raw_screen_applies<Keys>(t);  // uniform
@@ -462,8 +470,8 @@ FLYOPS_DEVICE void list_row16(const RowRing& ring, uint32_t t, bool largest, uin
     uint32_t v = 0, hits = 0;
     if (static_cast<uint32_t>(lane) < n) {
       const uint32_t i = (head + lane) & (kRowQueue - 1);
-      q = wq[i];
-      v = wp[i];
+      q = vec_at(i);
+      v = pos_at(i);
       hits = hit_mask<Keys>(q, t, largest);
     }
     __syncwarp();  // read before any lane queues into these slots again
@@ -483,7 +491,10 @@ FLYOPS_DEVICE void list_row16(const RowRing& ring, uint32_t t, bool largest, uin
       ++slot;
     }
   };
-  uint32_t head = 0, tail = 0;  // the warp's queue (uniform in the warp)
+  // Vectors queued so far (uniform in the warp). Each step adds at most 32 to fewer than 32
+  // pending, and a batch of 32 is examined once 32 are, so the first pending one is always
+  // at tail rounded down to 32.
+  uint32_t tail = 0;
   for (int c = 0, s = 0; c < ring.chunks; ++c) {
     ring.wait16();  // chunk c, in slot s
     const int v = c * kRowRingVecs + tid;
@@ -495,16 +506,14 @@ FLYOPS_DEVICE void list_row16(const RowRing& ring, uint32_t t, bool largest, uin
     const uint32_t voters = __ballot_sync(0xffffffffu, hit);
     if (hit) {
       const uint32_t i = (tail + __popc(voters & tile::lanemask_lt())) & (kRowQueue - 1);
-      wq[i] = q;
-      wp[i] = static_cast<uint32_t>(v);
+      vec_at(i) = q;
+      pos_at(i) = static_cast<uint32_t>(v);
     }
+    const uint32_t head = tail & ~31u;
     tail += __popc(voters);
-    if (tail - head >= 32) {
-      examine(head, 32);
-      head += 32;
-    }
+    if (tail - head >= 32) examine(head, 32);
   }
-  if (tail != head) examine(head, tail - head);
+  if (tail & 31u) examine(tail & ~31u, tail & 31u);
   __syncthreads();
 }
 
@@ -592,14 +601,12 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       __syncthreads();
     } else if (kRow16 && t != kNoScreen) {
       if constexpr (kRow16) {
-        // The packed list in the lower half of the keys' room, its count in row_listed; a row
-        // it does not hold goes on to the maxima from the row, below.
-        uint32_t* plist = reinterpret_cast<uint32_t*>(smem);
+        // The warps' queues, then the packed list (its count in row_listed); a row the list
+        // does not hold goes on to the maxima from the row, below.
+        uint32_t* plist = reinterpret_cast<uint32_t*>(smem + kRow16ListOffset);
         const uint32_t cap = static_cast<uint32_t>(a.elems * kThreads / 2);
-        const int q = row16_queue_offset(a.elems, ring.stages);
-        detail::list_row16<Keys, kThreads>(ring, t, largest, plist, cap, reinterpret_cast<uint4*>(smem + q),
-                                           reinterpret_cast<uint32_t*>(smem + q + kThreads / 32 * kRowQueue * 16),
-                                           &row_listed);
+        detail::list_row16<Keys, kThreads>(ring.src, row16_ring_offset(a.elems), ring.nv, ring.chunks, ring.stages, t,
+                                           largest, cap);
         mark();  // (trace builds) the list in
         Raw* vo = static_cast<Raw*>(a.values) + row * k;
         int64_t* io = a.indices + row * k;
@@ -607,7 +614,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
           const uint32_t e = plist[i];
           return make_uint2(t + (e >> kRowPackShift), e & ((1u << kRowPackShift) - 1u));
         };
-        if (detail::list_top16<Keys, kThreads>(&row_listed, entry, t, largest, static_cast<uint32_t>(k), cap, s,
+        if (detail::list_top16<Keys, kThreads>(reinterpret_cast<const uint32_t*>(smem + kRow16CountOffset), entry, t, largest, static_cast<uint32_t>(k), cap, s,
                                                reinterpret_cast<uint32_t*>(smem + L.bins),
                                                reinterpret_cast<uint2*>(smem + L.stage),
                                                [&](uint32_t slot, uint32_t key, uint32_t pos) {
@@ -644,7 +651,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // ---- a 16-bit list in bins one key wide (TopK v126) --------------------------------------
   // Behind a list-only stream: thresholds and a stream's list (the row-listed finish has no
   // list, the chain's list finish no thresholds).
-  if constexpr (kShared && Keys::kBits == 16) {
+  if constexpr (kShared && Keys::kBits == 16 && !kRow16) {
     if (a.list_only != nullptr && a.cand != nullptr) {
       Raw* vo = static_cast<Raw*>(a.values) + row * k;
       int64_t* io = a.indices + row * k;
@@ -664,7 +671,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
     }
   }
 
-  if (a.cand != nullptr) {
+  if (!kRow16 && a.cand != nullptr) {  // (the row-listed finish has no stream's list)
     const int c = static_cast<int>(min(static_cast<int64_t>(a.screen_count[row]), a.cap + 1));
     if (c >= k && c <= a.cap) {
       const uint2* l = a.cand + row * a.cap;

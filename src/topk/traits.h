@@ -378,23 +378,24 @@ FLYOPS_HD int row_ring_stages(bool spread) { return spread ? kRowRingDeep : kRow
 FLYOPS_HD int row_ring_offset(int elems) { return finish_smem(elems, 1, 0).sort_key; }
 inline int row_ring_end(int elems, int stages) { return row_ring_offset(elems) + stages * kRowRingVecs * 16; }
 // The 16-bit row-listed finish (TopK v141, finish_kernel.cuh's list_row16) keeps its list
-// packed a word an entry at the start of its shared memory, the key's offset from the
-// threshold (its list_top16 bin) above the position, so that its ring takes kRowRing16Stages
-// slots (48 KB, the maxima stream's bytes in flight an SM at two CTAs) where list_row's
-// ring took four; past the ring, each warp's queue of kRowQueue vectors and their positions.
+// packed a word an entry, the key's offset from the threshold (its list_top16 bin) above the
+// position, so that its ring takes kRowRing16Stages slots (48 KB, the maxima stream's bytes
+// in flight an SM at two CTAs) where list_row's ring took four. Its shared memory: each
+// warp's queue of kRowQueue vectors and their positions, the list's count, the list, the
+// ring.
 inline constexpr int kRowRing16Stages = 6;
 inline constexpr int kRowQueue = 64;  // a power of two, at least 63 (a warp step adds up to 32 to 31)
+inline constexpr int kRowQueueBytes = kRowQueue * (16 + 4);  // a warp's: the vectors, then their positions
 inline constexpr int kRowPackShift = 21;
 static_assert(kRowListMaxN <= (int64_t{1} << kRowPackShift) && kListBuckets <= (1 << (32 - kRowPackShift)),
               "a packed entry holds a position and a bin");
-FLYOPS_HD constexpr int row16_ring_offset(int elems) { return static_cast<int>(finish_capacity(elems) / 2) * 4; }
+inline constexpr int kRow16CountOffset = kFinishThreads / 32 * kRowQueueBytes;  // the list's count
+inline constexpr int kRow16ListOffset = kRow16CountOffset + 16;
+FLYOPS_HD constexpr int row16_ring_offset(int elems) {
+  return kRow16ListOffset + static_cast<int>(finish_capacity(elems) / 2) * 4;
+}
 FLYOPS_HD constexpr int row16_ring_stages(bool spread) { return spread ? kRowRingDeep : kRowRing16Stages; }
-FLYOPS_HD constexpr int row16_queue_offset(int elems, int stages) {
-  return row16_ring_offset(elems) + stages * kRowRingVecs * 16;
-}
-FLYOPS_HD constexpr int row16_end(int elems, int stages) {
-  return row16_queue_offset(elems, stages) + kFinishThreads / 32 * kRowQueue * (16 + 4);
-}
+FLYOPS_HD constexpr int row16_end(int elems, int stages) { return row16_ring_offset(elems) + stages * kRowRingVecs * 16; }
 
 // First vector of sampled piece p of `pieces` in a row of nv vectors (nv >= pieces * 32).
 FLYOPS_HD int64_t screen_piece(int p, int64_t nv, int pieces = kScreenPieces) {
