@@ -440,8 +440,9 @@ FLYOPS_DEVICE RowList list_row(const RowRing& ring, uint32_t t, bool largest, ui
 // warp's ring of kRowQueue in shared memory; each time 32 are queued the warp examines them,
 // one a lane, and appends their elements at or above t to `list` with one claim, packed a
 // word each: the key's offset from t (its list_top16 bin, kListBuckets - 1 for NaN keys and
-// those past the span) above the position. Slots from `cap` on are counted only; `counter`
-// ends as the count (every thread reads it after the barrier at the end).
+// those past the span) above the position. Slots from `cap` on are counted only; the count
+// ends at kRow16CountOffset (read after the barrier at the end). A call of its own: inlined,
+// the finish spilled at its 64 registers.
 template <typename Keys, int kThreads>
 __noinline__ FLYOPS_DEVICE void list_row16(const uint4* src, int ring_offset, int nv, int chunks, int stages, uint32_t t,
                                            bool largest, uint32_t cap) {
@@ -601,8 +602,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
       __syncthreads();
     } else if (kRow16 && t != kNoScreen) {
       if constexpr (kRow16) {
-        // The warps' queues, then the packed list (its count in row_listed); a row the list
-        // does not hold goes on to the maxima from the row, below.
+        // The warps' queues, then the packed list and its count (traits.h, row16_ring_offset);
+        // a row the list does not hold goes on to the maxima from the row, below.
         uint32_t* plist = reinterpret_cast<uint32_t*>(smem + kRow16ListOffset);
         const uint32_t cap = static_cast<uint32_t>(a.elems * kThreads / 2);
         detail::list_row16<Keys, kThreads>(ring.src, row16_ring_offset(a.elems), ring.nv, ring.chunks, ring.stages, t,
@@ -614,7 +615,8 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
           const uint32_t e = plist[i];
           return make_uint2(t + (e >> kRowPackShift), e & ((1u << kRowPackShift) - 1u));
         };
-        if (detail::list_top16<Keys, kThreads>(reinterpret_cast<const uint32_t*>(smem + kRow16CountOffset), entry, t, largest, static_cast<uint32_t>(k), cap, s,
+        const uint32_t* count = reinterpret_cast<const uint32_t*>(smem + kRow16CountOffset);
+        if (detail::list_top16<Keys, kThreads>(count, entry, t, largest, static_cast<uint32_t>(k), cap, s,
                                                reinterpret_cast<uint32_t*>(smem + L.bins),
                                                reinterpret_cast<uint2*>(smem + L.stage),
                                                [&](uint32_t slot, uint32_t key, uint32_t pos) {

@@ -379,8 +379,9 @@ FLYOPS_HD int row_ring_offset(int elems) { return finish_smem(elems, 1, 0).sort_
 inline int row_ring_end(int elems, int stages) { return row_ring_offset(elems) + stages * kRowRingVecs * 16; }
 // The 16-bit row-listed finish (TopK v141, finish_kernel.cuh's list_row16) keeps its list
 // packed a word an entry, the key's offset from the threshold (its list_top16 bin) above the
-// position, so that its ring takes kRowRing16Stages slots (48 KB, the maxima stream's bytes
-// in flight an SM at two CTAs) where list_row's ring took four. Its shared memory: each
+// position, so that its ring takes kRowRing16Stages slots (48 KB a CTA: 96 KB an SM at two,
+// the maxima stream's bytes in flight) where list_row's ring took four (seven slots measured
+// even with six: v141b). Its shared memory: each
 // warp's queue of kRowQueue vectors and their positions, the list's count, the list, the
 // ring.
 inline constexpr int kRowRing16Stages = 6;
