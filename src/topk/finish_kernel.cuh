@@ -363,16 +363,12 @@ struct RowRing {
   FLYOPS_DEVICE void start() const {
     for (int s = 0; s < stages; ++s) copy(s, s);
   }
-  // This thread's copy of the oldest chunk in flight landed.
+  // This thread's copy of the oldest chunk in flight landed. kShallow: the ring's depth when
+  // not kRowRingDeep (list_row16's is kRowRing16Stages, TopK v141).
+  template <int kShallow = kRowRingStages>
   FLYOPS_DEVICE void wait() const {
     if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
-    else tile::cp_async_wait<kRowRingStages - 1>();
-  }
-  // The same for list_row16's rings (TopK v141): a call of its own, so that list_row's
-  // code stays as it was.
-  FLYOPS_DEVICE void wait16() const {
-    if (stages == kRowRingDeep) tile::cp_async_wait<kRowRingDeep - 1>();
-    else tile::cp_async_wait<kRowRing16Stages - 1>();
+    else tile::cp_async_wait<kShallow - 1>();
   }
   // Where the row is not listed: the first lap's copies landed (a barrier after it), so that
   // the slots' memory may be written.
@@ -497,7 +493,7 @@ __noinline__ FLYOPS_DEVICE void list_row16(const uint4* src, int ring_offset, in
   // at tail rounded down to 32.
   uint32_t tail = 0;
   for (int c = 0, s = 0; c < ring.chunks; ++c) {
-    ring.wait16();  // chunk c, in slot s
+    ring.template wait<kRowRing16Stages>();  // chunk c, in slot s
     const int v = c * kRowRingVecs + tid;
     const bool in = v < ring.nv;
     const uint4 q = in ? ring.slots[s * kRowRingVecs + tid] : make_uint4(0u, 0u, 0u, 0u);
