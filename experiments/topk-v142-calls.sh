@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The device calls for TopK v142c / v142r / v142s (experiments/topk-v142*-row16.diff; sixty-sixth session,
+# not yet run). Wheels, built here first: A main's (scripts/build-carry, then copy .carry/*.whl to .carry-ab/main),
+# C, D, E each from main with its diff applied (python3 -m pip wheel --no-build-isolation --no-deps -w
+# .carry-ab/v142c . and so on). Carry .carry-ab/{main,v142c,v142r,v142s} (~55 MiB). Any card.
+# ncu runs a small profile program (bf16 256 x 128256 k = 1024, forced to the row-listed finish); it is written
+# below into $OUT.
+#   bash experiments/topk-v142-calls.sh 1      row-listed tests on C, D, E; wheel-aba A C D E; ncu of the finish on C, D, E (~5 min)
+#   bash experiments/topk-v142-calls.sh 2 X    on wheel X (C, D or E: the winner): memcheck and racecheck of the row-listed tests,
+#                             the whole test_gpu_topk.py (~4 min)
+#   bash experiments/topk-v142-calls.sh 3 X    on wheel X: the router against force 23 (the row-listed finish) over
+#                             bf16 rows {64, 128, 256} x N {65536, 128256, 151936, 262144} x k {256, 512, 1024} and a few
+#                             more, best of two, to set a 16-bit rule beside prefer_screen_row (~3 min)
+set -u
+L=$OUT/log.txt; mkdir -p $OUT
+export PIP_BREAK_SYSTEM_PACKAGES=1
+log() { echo "$@" | tee -a $L; }
+nvidia-smi --query-gpu=name --format=csv,noheader | tee -a $L
+A=.carry-ab/main/*.whl; C=.carry-ab/v142c/*.whl; D=.carry-ab/v142r/*.whl; E=.carry-ab/v142s/*.whl
+inst() { python3 -m pip install -q --no-deps --force-reinstall --no-index $1 > /dev/null 2>&1; }
+if [ "${1:-1}" = 1 ]; then
+  cat > $OUT/prof142.py <<'PY'
+import torch
+import flyops  # noqa: F401
+torch.manual_seed(0)
+x = torch.randn(256, 128256, device="cuda").to(torch.bfloat16)
+torch.ops.flyops._topk_force(23, 0)  # the row-listed finish
+for _ in range(3):
+    torch.topk(x, 1024)
+torch.cuda.synchronize()
+PY
+  for w in C D E; do
+    inst ${!w}
+    t0=$(date +%s); (cd tests/python && timeout 100 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/pt1$w.log 2>&1); rc=$?
+    log "pytest-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt1$w.log)"; grep -E '^FAILED|Error|assert' /tmp/pt1$w.log | head -6 | tee -a $L; cp /tmp/pt1$w.log $OUT/
+  done
+  t0=$(date +%s); timeout 300 scripts/wheel-aba $A $C $D $E python3 scripts/topk-times.py \
+    256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 256x151936:1024:bfloat16:23 \
+    256x262144:1024:bfloat16:23 64x128256:1024:bfloat16 64x128256:1024:bfloat16:23 \
+    256x128256:1024:float16:23 256x128256:50:bfloat16 256x128256:50:bfloat16:23 \
+    256x32000:1024:bfloat16 64x32000:1024:bfloat16 256x32000:512:bfloat16 128x65536:1024:bfloat16:23 \
+    > $OUT/aba.txt 2>&1
+  log "aba rc=$? $(( $(date +%s)-t0 ))s"; tail -20 $OUT/aba.txt | tee -a $L
+  for w in C D E; do
+    inst ${!w}
+    t0=$(date +%s); timeout 80 ncu -k regex:flyops_topk_finish --launch-skip 1 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+      --metrics smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum.per_second \
+      python3 $OUT/prof142.py > $OUT/ncu$w.txt 2>&1
+    log "ncu $w rc=$? $(( $(date +%s)-t0 ))s"; grep -E "Duration|DRAM Throughput|inst_executed|issue_active|bytes_read|Stall|Warp Cycles|Eligible" $OUT/ncu$w.txt | head -16 | tee -a $L
+  done
+elif [ "$1" = 3 ]; then
+  w=${2:-C}; inst ${!w}
+  cases=()
+  for r in 64 128 256; do for n in 65536 128256 151936 262144; do for k in 256 512 1024; do
+    cases+=("${r}x${n}:${k}:bfloat16" "${r}x${n}:${k}:bfloat16:23"); done; done; done
+  cases+=("256x128256:1024:float16" "256x128256:1024:float16:23" "256x128256:50:bfloat16" "256x128256:50:bfloat16:23"
+          "192x128256:1024:bfloat16" "192x128256:1024:bfloat16:23" "132x128256:1024:bfloat16" "132x128256:1024:bfloat16:23")
+  for round in 1 2; do ABA_TAG=A timeout 200 python3 scripts/topk-times.py "${cases[@]}"; done > $OUT/grid.txt 2>&1
+  log "grid $w rc=$?"
+  python3 - $OUT/grid.txt <<'PY' | tee -a $L
+import collections, sys
+best = collections.defaultdict(lambda: 1e9)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "A":
+        best[" ".join(f[1:-1])] = min(best[" ".join(f[1:-1])], float(f[-1]))
+for case, us in best.items():
+    f23 = None if case.endswith(" f23") else best.get(case + " f23")
+    if f23:
+        print(f"{case:34s} router {us:8.2f}  f23 {f23:8.2f}  f23/router {f23 / us:.3f}")
+PY
+else
+  w=${2:-C}; inst ${!w}
+  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/mc.log 2>&1); rc=$?
+  log "memcheck-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/mc.log)"; grep -E "ERROR SUMMARY" /tmp/mc.log | tail -1 | tee -a $L
+  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed and 16" > /tmp/rc.log 2>&1); rc=$?
+  log "racecheck-row16 $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/rc.log)"; grep -E "RACECHECK SUMMARY" /tmp/rc.log | tail -1 | tee -a $L
+  t0=$(date +%s); (cd tests/python && timeout 150 python3 -m pytest -q -p no:cacheprovider test_gpu_topk.py > /tmp/pt2.log 2>&1); rc=$?
+  log "pytest-all $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt2.log)"; grep -E '^FAILED' /tmp/pt2.log | head -10 | tee -a $L; cp /tmp/pt2.log $OUT/pt2.log
+fi
+exit 0
