@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The device calls for TopK v142c / v142r / v142s (experiments/topk-v142*-row16.diff; sixty-sixth session,
-# not yet run). Wheels, built here first: A main's (scripts/build-carry, then copy .carry/*.whl to .carry-ab/main),
-# C, D, E each from main with its diff applied (python3 -m pip wheel --no-build-isolation --no-deps -w
-# .carry-ab/v142c . and so on). Carry .carry-ab/{main,v142c,v142r,v142s} (~55 MiB). Any card.
+# not yet run). Wheels: A main's, C v142c, D v142r, E v142s, built here first (`build`); carry
+# .carry-ab/{main,v142c,v142r,v142s} (~55 MiB). Any card.
 # ncu runs a small profile program (bf16 256 x 128256 k = 1024, forced to the row-listed finish); it is written
 # below into $OUT.
+#   bash experiments/topk-v142-calls.sh build   (here, not on the device) the four wheels into .carry-ab/, from
+#                             main's checkout with each diff applied in turn (~6 min)
 #   bash experiments/topk-v142-calls.sh 1      row-listed tests on C, D, E; wheel-aba A C D E; ncu of the finish on C, D, E (~5 min)
 #   bash experiments/topk-v142-calls.sh 2 X    on wheel X (C, D or E: the winner): memcheck and racecheck of the row-listed tests,
 #                             the whole test_gpu_topk.py (~4 min)
@@ -12,6 +13,21 @@
 #                             bf16 rows {64, 128, 256} x N {65536, 128256, 151936, 262144} x k {256, 512, 1024} and a few
 #                             more, best of two, to set a 16-bit rule beside prefer_screen_row (~3 min)
 set -u
+if [ "${1:-}" = build ]; then
+  set -e
+  git diff --quiet HEAD -- src include tests || { echo "src, include or tests differ from HEAD: commit or stash first"; exit 1; }
+  export PIP_BREAK_SYSTEM_PACKAGES=1
+  wheel() { rm -rf .carry-ab/$1 && mkdir -p .carry-ab/$1 && python3 -m pip wheel -q --no-build-isolation --no-deps -w .carry-ab/$1 .; }
+  wheel main
+  for v in c r s; do
+    git apply experiments/topk-v142$v-row16.diff
+    tests/emul/run | tail -1
+    wheel v142$v || { git checkout -- src include tests; exit 1; }
+    git checkout -- src include tests
+  done
+  du -sh .carry-ab/*
+  exit 0
+fi
 L=$OUT/log.txt; mkdir -p $OUT
 export PIP_BREAK_SYSTEM_PACKAGES=1
 log() { echo "$@" | tee -a $L; }
