@@ -577,6 +577,16 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   if (a.maxima == nullptr) flyops::tile::allow_dependent_launch();
   mark();
   const bool largest = a.largest;
+  // Where a 16-bit list's selection (list_top16) writes the row's outputs: from the key, or
+  // for NaNs (one key for all) from the row.
+  const auto put_row_out = [&] {
+    Raw* vo = static_cast<Raw*>(a.values) + row * k;
+    int64_t* io = a.indices + row * k;
+    return [=](uint32_t slot, uint32_t key, uint32_t pos) {
+      vo[slot] = element_bits<Keys>(key, largest, xr, pos);
+      io[slot] = pos;
+    };
+  };
   Run run;
   uint32_t* keys = reinterpret_cast<uint32_t*>(smem + L.keys);
   if constexpr (kShared) run.base = keys + tid;
@@ -605,8 +615,6 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
         detail::list_row16<Keys, kThreads>(ring.src, row16_ring_offset(a.elems), ring.nv, ring.chunks, ring.stages, t,
                                            largest, cap);
         mark();  // (trace builds) the list in
-        Raw* vo = static_cast<Raw*>(a.values) + row * k;
-        int64_t* io = a.indices + row * k;
         const auto entry = [plist, t](int i) {
           const uint32_t e = plist[i];
           return make_uint2(t + (e >> kRowPackShift), e & ((1u << kRowPackShift) - 1u));
@@ -614,11 +622,7 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
         const uint32_t* count = reinterpret_cast<const uint32_t*>(smem + kRow16CountOffset);
         if (detail::list_top16<Keys, kThreads>(count, entry, t, largest, static_cast<uint32_t>(k), cap, s,
                                                reinterpret_cast<uint32_t*>(smem + L.bins),
-                                               reinterpret_cast<uint2*>(smem + L.stage),
-                                               [&](uint32_t slot, uint32_t key, uint32_t pos) {
-                                                 vo[slot] = element_bits<Keys>(key, largest, xr, pos);
-                                                 io[slot] = pos;
-                                               },
+                                               reinterpret_cast<uint2*>(smem + L.stage), put_row_out(),
                                                &trace)) {
           mark();
           dump();
@@ -651,17 +655,10 @@ __global__ void __launch_bounds__(flyops::topk::kFinishThreads, 2) flyops_topk_f
   // list, the chain's list finish no thresholds).
   if constexpr (kShared && Keys::kBits == 16 && !kRow16) {
     if (a.list_only != nullptr && a.cand != nullptr) {
-      Raw* vo = static_cast<Raw*>(a.values) + row * k;
-      int64_t* io = a.indices + row * k;
       if (detail::list_top16<Keys, kThreads>(a.screen_count + row, a.cand + row * a.cap, a.list_only[row], largest,
                                              static_cast<uint32_t>(k), a.cap, s,
                                              reinterpret_cast<uint32_t*>(smem + L.bins),
-                                             reinterpret_cast<uint2*>(smem + L.stage),
-                                             [&](uint32_t slot, uint32_t key, uint32_t pos) {
-                                               vo[slot] = element_bits<Keys>(key, largest, xr, pos);
-                                               io[slot] = pos;
-                                             },
-                                             &trace)) {
+                                             reinterpret_cast<uint2*>(smem + L.stage), put_row_out(), &trace)) {
         mark();
         dump();
         return;
