@@ -129,6 +129,8 @@ inline void cp_async_16_bytes(unsigned char* dst, const void* src) {
   fibers[cur].open.push_back({dst, *static_cast<const uint4*>(src)});
 }
 inline void cp_async_16(void* dst, const void* src) { cp_async_16_bytes(static_cast<unsigned char*>(dst), src); }
+// The shared-memory-by-address primitives and register loads below serve the v142 forms of
+// list_row16 (experiments/topk-v142*-row16.diff); main's v141 goes through the ring above.
 template <int kDstOffset = 0, int kSrcOffset = 0>
 inline void cp_async_16_at(uint32_t dst, const void* src) {
   cp_async_16_bytes(smem16 + dst + kDstOffset, static_cast<const unsigned char*>(src) + kSrcOffset);
