@@ -6,6 +6,7 @@
 # below into $OUT.
 #   bash experiments/topk-v142-calls.sh build   (here, not on the device) the four wheels into .carry-ab/, from
 #                             main's checkout with each diff applied in turn (~6 min)
+#   bash experiments/topk-v142-calls.sh all    1, then 2 and 3 on the winner it picks, trimmed to fit one call (~9 min)
 #   bash experiments/topk-v142-calls.sh 1      row-listed tests on C, D, E; wheel-aba A C D E; ncu of the finish on C, D, E (~5 min)
 #   bash experiments/topk-v142-calls.sh 2 X    on wheel X (C, D or E: the winner): memcheck and racecheck of the row-listed tests,
 #                             the whole test_gpu_topk.py (~4 min)
@@ -34,7 +35,60 @@ log() { echo "$@" | tee -a $L; }
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a $L
 A=.carry-ab/main/*.whl; C=.carry-ab/v142c/*.whl; D=.carry-ab/v142r/*.whl; E=.carry-ab/v142s/*.whl
 inst() { python3 -m pip install -q --no-deps --force-reinstall --no-index $1 > /dev/null 2>&1; }
-if [ "${1:-1}" = 1 ]; then
+if [ "${1:-1}" = all ]; then
+  # Everything in one call, most needed first, for when machines are scarce (sixty-seventh session):
+  # row-listed tests on C, D, E; wheel-aba A and the passing forms; the winner (least force 23 time at
+  # bf16 256 x 128256 k = 1024) under memcheck; the router-against-force-23 grid (one round) on it;
+  # the whole TopK test file on it. Each step logs as it ends, so a timeout keeps what ran.
+  ok=()
+  for w in C D E; do
+    inst ${!w}
+    t0=$(date +%s); (cd tests/python && timeout 100 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/pt1$w.log 2>&1); rc=$?
+    log "pytest-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt1$w.log)"; grep -E '^FAILED|Error|assert' /tmp/pt1$w.log | head -6 | tee -a $L; cp /tmp/pt1$w.log $OUT/
+    [ $rc = 0 ] && ok+=($w)
+  done
+  [ ${#ok[@]} -gt 0 ] || { log "no form passed"; exit 0; }
+  ws=($A); for w in "${ok[@]}"; do ws+=(${!w}); done
+  t0=$(date +%s); timeout 240 scripts/wheel-aba "${ws[@]}" python3 scripts/topk-times.py \
+    256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 256x151936:1024:bfloat16:23 \
+    256x262144:1024:bfloat16:23 64x128256:1024:bfloat16:23 256x128256:1024:float16:23 \
+    256x32000:1024:bfloat16 64x32000:1024:bfloat16 > $OUT/aba.txt 2>&1
+  log "aba (A ${ok[*]}) rc=$? $(( $(date +%s)-t0 ))s"; tail -12 $OUT/aba.txt | tee -a $L
+  W=$(python3 - $OUT/aba.txt "${ok[@]}" <<'PY'
+import sys
+forms = sys.argv[2:]  # wheel-aba tags them B, C, ... after main's A
+tag = {"BCDEF"[i]: w for i, w in enumerate(forms)}
+for line in open(sys.argv[1]):
+    if line.startswith("bfloat16 256x128256 k=1024 f23 "):
+        f = line.split()
+        t = {tag[f[i]]: float(f[i + 1]) for i in range(len(f) - 1) if f[i] in tag}
+        print(min(t, key=t.get)); break
+else:
+    print(forms[0])
+PY
+)
+  log "winner $W"; inst ${!W}
+  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/mc.log 2>&1); rc=$?
+  log "memcheck-row $W rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/mc.log)"; grep -E "ERROR SUMMARY" /tmp/mc.log | tail -1 | tee -a $L
+  cases=()
+  for r in 64 128 256; do for n in 65536 128256 151936 262144; do for k in 256 512 1024; do
+    cases+=("${r}x${n}:${k}:bfloat16" "${r}x${n}:${k}:bfloat16:23"); done; done; done
+  t0=$(date +%s); ABA_TAG=A timeout 150 python3 scripts/topk-times.py "${cases[@]}" > $OUT/grid.txt 2>&1
+  log "grid $W rc=$? $(( $(date +%s)-t0 ))s"
+  python3 - $OUT/grid.txt <<'PY' | tee -a $L
+import sys
+t = {}
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "A":
+        t[" ".join(f[1:-1])] = float(f[-1])
+for case, us in t.items():
+    if not case.endswith(" f23") and case + " f23" in t:
+        print(f"{case:34s} router {us:8.2f}  f23 {t[case + ' f23']:8.2f}  f23/router {t[case + ' f23'] / us:.3f}")
+PY
+  t0=$(date +%s); (cd tests/python && timeout 150 python3 -m pytest -q -p no:cacheprovider test_gpu_topk.py > /tmp/pt2.log 2>&1); rc=$?
+  log "pytest-all $W rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt2.log)"; grep -E '^FAILED' /tmp/pt2.log | head -10 | tee -a $L; cp /tmp/pt2.log $OUT/pt2.log
+elif [ "${1:-1}" = 1 ]; then
   cat > $OUT/prof142.py <<'PY'
 import torch
 import flyops  # noqa: F401
