@@ -35,25 +35,63 @@ log() { echo "$@" | tee -a $L; }
 nvidia-smi --query-gpu=name --format=csv,noheader | tee -a $L
 A=.carry-ab/main/*.whl; C=.carry-ab/v142c/*.whl; D=.carry-ab/v142r/*.whl; E=.carry-ab/v142s/*.whl
 inst() { python3 -m pip install -q --no-deps --force-reinstall --no-index $1 > /dev/null 2>&1; }
-if [ "${1:-1}" = all ]; then
+# pytest on the installed wheel: name, timeout, pytest arguments; returns pytest's status.
+pyt() {
+  local name=$1 limit=$2; shift 2
+  local t0=$(date +%s) rc
+  (cd tests/python && timeout $limit "$@" > /tmp/$name.log 2>&1); rc=$?
+  log "$name rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/$name.log)"
+  grep -E '^FAILED|ERROR SUMMARY|RACECHECK SUMMARY' /tmp/$name.log | head -8 | tee -a $L; cp /tmp/$name.log $OUT/
+  return $rc
+}
+row_tests() { inst ${!1}; pyt pytest-row$1 100 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k row_listed; }
+memcheck_row() {
+  pyt memcheck-row$1 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k row_listed
+}
+racecheck_row16() {
+  pyt racecheck-row16$1 120 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed and 16"
+}
+pytest_all() { pyt pytest-all$1 150 python3 -m pytest -q -p no:cacheprovider test_gpu_topk.py; }
+# The router against force 23 on the installed wheel: rounds, time limit, extra cases; best of the rounds.
+grid() {
+  local rounds=$1 limit=$2 t0=$(date +%s); shift 2
+  local cases=()
+  for r in 64 128 256; do for n in 65536 128256 151936 262144; do for k in 256 512 1024; do
+    cases+=("${r}x${n}:${k}:bfloat16" "${r}x${n}:${k}:bfloat16:23"); done; done; done
+  for round in $(seq $rounds); do ABA_TAG=A timeout $limit python3 scripts/topk-times.py "${cases[@]}" "$@"; done > $OUT/grid.txt 2>&1
+  log "grid rc=$? $(( $(date +%s)-t0 ))s"
+  python3 - $OUT/grid.txt <<'PY' | tee -a $L
+import collections, sys
+best = collections.defaultdict(lambda: 1e9)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) >= 4 and f[0] == "A":
+        best[" ".join(f[1:-1])] = min(best[" ".join(f[1:-1])], float(f[-1]))
+for case, us in best.items():
+    f23 = None if case.endswith(" f23") else best.get(case + " f23")
+    if f23:
+        print(f"{case:34s} router {us:8.2f}  f23 {f23:8.2f}  f23/router {f23 / us:.3f}")
+PY
+}
+aba() {  # wheels..., then --, then cases
+  local ws=() t0=$(date +%s)
+  while [ "$1" != -- ]; do ws+=("$1"); shift; done; shift
+  timeout 300 scripts/wheel-aba "${ws[@]}" python3 scripts/topk-times.py "$@" > $OUT/aba.txt 2>&1
+  log "aba rc=$? $(( $(date +%s)-t0 ))s"; tail -20 $OUT/aba.txt | tee -a $L
+}
+case ${1:-1} in
+all)
   # Everything in one call, most needed first, for when machines are scarce (sixty-seventh session):
   # row-listed tests on C, D, E; wheel-aba A and the passing forms; the winner (least force 23 time at
-  # bf16 256 x 128256 k = 1024) under memcheck; the router-against-force-23 grid (one round) on it;
-  # the whole TopK test file on it. Each step logs as it ends, so a timeout keeps what ran.
+  # bf16 256 x 128256 k = 1024) under memcheck; the grid (one round) on it; the whole TopK test file
+  # on it. Each step logs as it ends, so a timeout keeps what ran.
   ok=()
-  for w in C D E; do
-    inst ${!w}
-    t0=$(date +%s); (cd tests/python && timeout 100 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/pt1$w.log 2>&1); rc=$?
-    log "pytest-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt1$w.log)"; grep -E '^FAILED|Error|assert' /tmp/pt1$w.log | head -6 | tee -a $L; cp /tmp/pt1$w.log $OUT/
-    [ $rc = 0 ] && ok+=($w)
-  done
+  for w in C D E; do row_tests $w && ok+=($w); done
   [ ${#ok[@]} -gt 0 ] || { log "no form passed"; exit 0; }
   ws=($A); for w in "${ok[@]}"; do ws+=(${!w}); done
-  t0=$(date +%s); timeout 240 scripts/wheel-aba "${ws[@]}" python3 scripts/topk-times.py \
-    256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 256x151936:1024:bfloat16:23 \
-    256x262144:1024:bfloat16:23 64x128256:1024:bfloat16:23 256x128256:1024:float16:23 \
-    256x32000:1024:bfloat16 64x32000:1024:bfloat16 > $OUT/aba.txt 2>&1
-  log "aba (A ${ok[*]}) rc=$? $(( $(date +%s)-t0 ))s"; tail -12 $OUT/aba.txt | tee -a $L
+  aba "${ws[@]}" -- 256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 \
+    256x151936:1024:bfloat16:23 256x262144:1024:bfloat16:23 64x128256:1024:bfloat16:23 256x128256:1024:float16:23 \
+    256x32000:1024:bfloat16 64x32000:1024:bfloat16
   W=$(python3 - $OUT/aba.txt "${ok[@]}" <<'PY'
 import sys
 forms = sys.argv[2:]  # wheel-aba tags them B, C, ... after main's A
@@ -68,27 +106,11 @@ else:
 PY
 )
   log "winner $W"; inst ${!W}
-  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/mc.log 2>&1); rc=$?
-  log "memcheck-row $W rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/mc.log)"; grep -E "ERROR SUMMARY" /tmp/mc.log | tail -1 | tee -a $L
-  cases=()
-  for r in 64 128 256; do for n in 65536 128256 151936 262144; do for k in 256 512 1024; do
-    cases+=("${r}x${n}:${k}:bfloat16" "${r}x${n}:${k}:bfloat16:23"); done; done; done
-  t0=$(date +%s); ABA_TAG=A timeout 150 python3 scripts/topk-times.py "${cases[@]}" > $OUT/grid.txt 2>&1
-  log "grid $W rc=$? $(( $(date +%s)-t0 ))s"
-  python3 - $OUT/grid.txt <<'PY' | tee -a $L
-import sys
-t = {}
-for line in open(sys.argv[1]):
-    f = line.split()
-    if len(f) >= 4 and f[0] == "A":
-        t[" ".join(f[1:-1])] = float(f[-1])
-for case, us in t.items():
-    if not case.endswith(" f23") and case + " f23" in t:
-        print(f"{case:34s} router {us:8.2f}  f23 {t[case + ' f23']:8.2f}  f23/router {t[case + ' f23'] / us:.3f}")
-PY
-  t0=$(date +%s); (cd tests/python && timeout 150 python3 -m pytest -q -p no:cacheprovider test_gpu_topk.py > /tmp/pt2.log 2>&1); rc=$?
-  log "pytest-all $W rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt2.log)"; grep -E '^FAILED' /tmp/pt2.log | head -10 | tee -a $L; cp /tmp/pt2.log $OUT/pt2.log
-elif [ "${1:-1}" = 1 ]; then
+  memcheck_row $W
+  grid 1 150
+  pytest_all $W
+  ;;
+1)
   cat > $OUT/prof142.py <<'PY'
 import torch
 import flyops  # noqa: F401
@@ -99,18 +121,11 @@ for _ in range(3):
     torch.topk(x, 1024)
 torch.cuda.synchronize()
 PY
-  for w in C D E; do
-    inst ${!w}
-    t0=$(date +%s); (cd tests/python && timeout 100 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/pt1$w.log 2>&1); rc=$?
-    log "pytest-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt1$w.log)"; grep -E '^FAILED|Error|assert' /tmp/pt1$w.log | head -6 | tee -a $L; cp /tmp/pt1$w.log $OUT/
-  done
-  t0=$(date +%s); timeout 300 scripts/wheel-aba $A $C $D $E python3 scripts/topk-times.py \
-    256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 256x151936:1024:bfloat16:23 \
-    256x262144:1024:bfloat16:23 64x128256:1024:bfloat16 64x128256:1024:bfloat16:23 \
+  for w in C D E; do row_tests $w; done
+  aba $A $C $D $E -- 256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16 \
+    256x151936:1024:bfloat16:23 256x262144:1024:bfloat16:23 64x128256:1024:bfloat16 64x128256:1024:bfloat16:23 \
     256x128256:1024:float16:23 256x128256:50:bfloat16 256x128256:50:bfloat16:23 \
-    256x32000:1024:bfloat16 64x32000:1024:bfloat16 256x32000:512:bfloat16 128x65536:1024:bfloat16:23 \
-    > $OUT/aba.txt 2>&1
-  log "aba rc=$? $(( $(date +%s)-t0 ))s"; tail -20 $OUT/aba.txt | tee -a $L
+    256x32000:1024:bfloat16 64x32000:1024:bfloat16 256x32000:512:bfloat16 128x65536:1024:bfloat16:23
   for w in C D E; do
     inst ${!w}
     t0=$(date +%s); timeout 80 ncu -k regex:flyops_topk_finish --launch-skip 1 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
@@ -118,34 +133,12 @@ PY
       python3 $OUT/prof142.py > $OUT/ncu$w.txt 2>&1
     log "ncu $w rc=$? $(( $(date +%s)-t0 ))s"; grep -E "Duration|DRAM Throughput|inst_executed|issue_active|bytes_read|Stall|Warp Cycles|Eligible" $OUT/ncu$w.txt | head -16 | tee -a $L
   done
-elif [ "$1" = 3 ]; then
+  ;;
+2) w=${2:-C}; inst ${!w}; memcheck_row $w; racecheck_row16 $w; pytest_all $w ;;
+3)
   w=${2:-C}; inst ${!w}
-  cases=()
-  for r in 64 128 256; do for n in 65536 128256 151936 262144; do for k in 256 512 1024; do
-    cases+=("${r}x${n}:${k}:bfloat16" "${r}x${n}:${k}:bfloat16:23"); done; done; done
-  cases+=("256x128256:1024:float16" "256x128256:1024:float16:23" "256x128256:50:bfloat16" "256x128256:50:bfloat16:23"
-          "192x128256:1024:bfloat16" "192x128256:1024:bfloat16:23" "132x128256:1024:bfloat16" "132x128256:1024:bfloat16:23")
-  for round in 1 2; do ABA_TAG=A timeout 200 python3 scripts/topk-times.py "${cases[@]}"; done > $OUT/grid.txt 2>&1
-  log "grid $w rc=$?"
-  python3 - $OUT/grid.txt <<'PY' | tee -a $L
-import collections, sys
-best = collections.defaultdict(lambda: 1e9)
-for line in open(sys.argv[1]):
-    f = line.split()
-    if len(f) >= 4 and f[0] == "A":
-        best[" ".join(f[1:-1])] = min(best[" ".join(f[1:-1])], float(f[-1]))
-for case, us in best.items():
-    f23 = None if case.endswith(" f23") else best.get(case + " f23")
-    if f23:
-        print(f"{case:34s} router {us:8.2f}  f23 {f23:8.2f}  f23/router {f23 / us:.3f}")
-PY
-else
-  w=${2:-C}; inst ${!w}
-  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed" > /tmp/mc.log 2>&1); rc=$?
-  log "memcheck-row $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/mc.log)"; grep -E "ERROR SUMMARY" /tmp/mc.log | tail -1 | tee -a $L
-  t0=$(date +%s); (cd tests/python && timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m pytest -q -x -p no:cacheprovider test_gpu_topk.py -k "row_listed and 16" > /tmp/rc.log 2>&1); rc=$?
-  log "racecheck-row16 $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/rc.log)"; grep -E "RACECHECK SUMMARY" /tmp/rc.log | tail -1 | tee -a $L
-  t0=$(date +%s); (cd tests/python && timeout 150 python3 -m pytest -q -p no:cacheprovider test_gpu_topk.py > /tmp/pt2.log 2>&1); rc=$?
-  log "pytest-all $w rc=$rc $(( $(date +%s)-t0 ))s $(tail -1 /tmp/pt2.log)"; grep -E '^FAILED' /tmp/pt2.log | head -10 | tee -a $L; cp /tmp/pt2.log $OUT/pt2.log
-fi
+  grid 2 200 256x128256:1024:float16 256x128256:1024:float16:23 256x128256:50:bfloat16 256x128256:50:bfloat16:23 \
+    192x128256:1024:bfloat16 192x128256:1024:bfloat16:23 132x128256:1024:bfloat16 132x128256:1024:bfloat16:23
+  ;;
+esac
 exit 0
