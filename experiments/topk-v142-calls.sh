@@ -7,6 +7,7 @@
 #   bash experiments/topk-v142-calls.sh build   (here, not on the device) the four wheels into .carry-ab/, from
 #                             main's checkout with each diff applied in turn (~6 min)
 #   bash experiments/topk-v142-calls.sh all    1, then 2 and 3 on the winner it picks, trimmed to fit one call (~9 min)
+#   bash experiments/topk-v142-calls.sh lean   the row-listed tests on C, D, E and wheel-aba A C D E on four cases (~3 min)
 #   bash experiments/topk-v142-calls.sh 1      row-listed tests on C, D, E; wheel-aba A C D E; ncu of the finish on C, D, E (~5 min)
 #   bash experiments/topk-v142-calls.sh 2 X    on wheel X (C, D or E: the winner): memcheck and racecheck of the row-listed tests,
 #                             the whole test_gpu_topk.py (~4 min)
@@ -109,6 +110,11 @@ PY
   memcheck_row $W
   grid 1 150
   pytest_all $W
+  ;;
+lean)  # the least that tells the forms apart (~3 min): their row-listed tests, then four cases
+  for w in C D E; do row_tests $w; done
+  aba $A $C $D $E -- 256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16:23 \
+    256x32000:1024:bfloat16
   ;;
 1)
   cat > $OUT/prof142.py <<'PY'
