@@ -111,6 +111,10 @@ PY
   grid 1 150
   pytest_all $W
   ;;
+min)  # the one question, for a last couple of minutes: v142c's tests, then main, C and D on the short case
+  row_tests C
+  aba $A $C $D -- 256x128256:1024:bfloat16 256x128256:1024:bfloat16:23
+  ;;
 lean)  # the least that tells the forms apart (~3 min): their row-listed tests, then four cases
   for w in C D E; do row_tests $w; done
   aba $A $C $D $E -- 256x128256:1024:bfloat16 256x128256:1024:bfloat16:23 256x151936:1024:bfloat16:23 \
